@@ -111,7 +111,7 @@ pub fn timeline() -> Timeline {
 /// # drop(v);
 /// ```
 pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
-    let Some(slot) = thread::own_slot() else {
+    let Some(slot) = crate::is_installed().then(thread::own_slot).flatten() else {
         let r = f();
         return (
             r,

@@ -106,12 +106,19 @@ pub fn outer_layout(layout: Layout) -> Option<Layout> {
     outer_for(layout.size(), layout.align())
 }
 
-/// The inner layout for a block of `size` bytes aligned to `align`.
+/// The inner layout for a block of `size` bytes aligned to `align` (a power of two, as every
+/// `Layout`'s alignment is).
 #[inline]
 pub fn outer_for(size: usize, align: usize) -> Option<Layout> {
     let prefix = prefix(align);
-    let total = size.checked_add(prefix)?;
-    Layout::from_size_align(total, prefix.max(align)).ok()
+    // `prefix` is a power of two >= `align`; a `Layout` needs `total` rounded up to it to fit in
+    // an isize, which this bound guarantees without further checks.
+    if size > isize::MAX as usize - 2 * prefix {
+        return None;
+    }
+    // SAFETY: `prefix` is a non-zero power of two (8 or `align` >= 16), and `size + prefix`
+    // rounded up to `prefix` is at most `isize::MAX` by the check above.
+    Some(unsafe { Layout::from_size_align_unchecked(size + prefix, prefix) })
 }
 
 #[cfg(test)]

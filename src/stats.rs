@@ -323,6 +323,11 @@ pub fn slot(i: u16) -> &'static Slot {
     SLOTS.get(i as usize).unwrap_or(&SLOTS[0])
 }
 
+/// Whether any thread has ever recorded an event (a tracker is serving allocations).
+pub fn any_claimed() -> bool {
+    HIGH.load(Ordering::Relaxed) > 1 || !read_one(&SLOTS[0]).classes.iter().all(Counts::is_zero)
+}
+
 /// Gives slot `i` back; its counters stay and the next owner keeps adding to them.
 pub fn release(i: u16) {
     if i != 0 {
@@ -400,41 +405,52 @@ static FLUSHED_BLOCKS: AtomicI64 = AtomicI64::new(0);
 static PEAK_BYTES: AtomicU64 = AtomicU64::new(0);
 static PEAK_BLOCKS: AtomicU64 = AtomicU64::new(0);
 
-/// A thread's live-figure change not yet folded into the global figure.
+/// A thread's live-figure change not yet folded into the global figure, and the pending value
+/// above which its view of the live heap would exceed the peak.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Pending {
     /// Bytes.
     pub bytes: i64,
     /// Blocks.
     pub blocks: i64,
+    /// `bytes` above this needs a look at the peak (at most `FLUSH_BYTES`).
+    pub limit: i64,
 }
 
-/// Applies a live change of `bytes`/`blocks` to `pending`, folds it into the global figure when
-/// it is large, and raises the peak when the calling thread's view of the live heap exceeds it.
-/// With one thread the peak is exact; with several it can miss another thread's unfolded change
-/// (at most 256 KiB per thread), and `snapshot` never reports a peak below the live figure.
+/// Whether a pending change of `bytes` needs [`refresh`]: it may have raised the peak, or is large
+/// enough to fold into the global figure.
 #[inline]
-pub fn note_live(pending: &mut Pending, bytes: i64, blocks: i64) {
-    pending.bytes += bytes;
-    pending.blocks += blocks;
-    if pending.bytes >= FLUSH_BYTES || pending.bytes <= -FLUSH_BYTES {
-        flush(pending);
+pub fn needs_refresh(bytes: i64, limit: i64) -> bool {
+    bytes > limit || bytes <= -FLUSH_BYTES
+}
+
+/// Folds a large pending change into the global figure, raises the peak when the thread's view of
+/// the live heap (global figure + its own pending change) exceeds it, and sets the next limit.
+/// With one thread the peak is exact; with several it can miss up to 256 KiB per thread of other
+/// threads' changes, and `snapshot` never reports a peak below the live figure.
+#[cold]
+pub fn refresh(p: &mut Pending) {
+    if p.bytes >= FLUSH_BYTES || p.bytes <= -FLUSH_BYTES {
+        flush(p);
     }
-    if bytes > 0 {
-        let est = FLUSHED_BYTES.load(Ordering::Relaxed) + pending.bytes;
-        if est > 0 && est as u64 > PEAK_BYTES.load(Ordering::Relaxed) {
-            PEAK_BYTES.fetch_max(est as u64, Ordering::Relaxed);
-            let blocks = FLUSHED_BLOCKS.load(Ordering::Relaxed) + pending.blocks;
-            PEAK_BLOCKS.store(blocks.max(0) as u64, Ordering::Relaxed);
-        }
+    let flushed = FLUSHED_BYTES.load(Ordering::Relaxed);
+    let est = flushed + p.bytes;
+    let peak = PEAK_BYTES.load(Ordering::Relaxed) as i64;
+    if est > peak {
+        PEAK_BYTES.fetch_max(est as u64, Ordering::Relaxed);
+        let blocks = FLUSHED_BLOCKS.load(Ordering::Relaxed) + p.blocks;
+        PEAK_BLOCKS.store(blocks.max(0) as u64, Ordering::Relaxed);
     }
+    let peak = PEAK_BYTES.load(Ordering::Relaxed) as i64;
+    p.limit = (peak - flushed).min(FLUSH_BYTES);
 }
 
 /// Folds a thread's pending change into the global figure.
-pub fn flush(pending: &mut Pending) {
-    FLUSHED_BYTES.fetch_add(pending.bytes, Ordering::Relaxed);
-    FLUSHED_BLOCKS.fetch_add(pending.blocks, Ordering::Relaxed);
-    *pending = Pending::default();
+pub fn flush(p: &mut Pending) {
+    FLUSHED_BYTES.fetch_add(p.bytes, Ordering::Relaxed);
+    FLUSHED_BLOCKS.fetch_add(p.blocks, Ordering::Relaxed);
+    p.bytes = 0;
+    p.blocks = 0;
 }
 
 /// The highest live bytes seen and the blocks live at that moment.

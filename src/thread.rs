@@ -1,20 +1,24 @@
 //! Per-thread state: the reentrancy guard, the thread's counter slot, and its pending live change.
 //!
 //! Everything here is `const`-initialised and read with `try_with`, so it works during thread
-//! start-up and teardown. The guard is set while heapdelta itself runs (recording an event,
-//! building a snapshot, resolving symbols); allocations made meanwhile are passed straight to the
-//! inner allocator and marked untracked, which is what makes the tracker safe to re-enter.
+//! start-up and teardown. The guard is set while heapdelta itself runs code that may allocate
+//! (capturing a call site, building a snapshot, resolving symbols); allocations made meanwhile are
+//! passed straight to the inner allocator and marked untracked, which is what makes the tracker
+//! safe to re-enter. Counting an event never allocates, so the plain counting path does not need
+//! the guard.
 
 use std::cell::Cell;
+use std::ptr;
 
 use crate::stats::{self, Pending, Slot};
 
-const NO_SLOT: u16 = u16::MAX;
-
 struct State {
     busy: Cell<bool>,
-    slot: Cell<u16>,
-    pending: Cell<Pending>,
+    slot: Cell<*const Slot>,
+    index: Cell<u16>,
+    pending_bytes: Cell<i64>,
+    pending_blocks: Cell<i64>,
+    limit: Cell<i64>,
     tag: Cell<u8>,
     sample_countdown: Cell<i64>,
     rng: Cell<u64>,
@@ -24,8 +28,11 @@ thread_local! {
     static STATE: State = const {
         State {
             busy: Cell::new(false),
-            slot: Cell::new(NO_SLOT),
-            pending: Cell::new(Pending { bytes: 0, blocks: 0 }),
+            slot: Cell::new(ptr::null()),
+            index: Cell::new(0),
+            pending_bytes: Cell::new(0),
+            pending_blocks: Cell::new(0),
+            limit: Cell::new(0),
             tag: Cell::new(0),
             sample_countdown: Cell::new(0),
             rng: Cell::new(0),
@@ -35,16 +42,28 @@ thread_local! {
     static OWNER: Owner = const { Owner };
 }
 
+impl State {
+    fn with_pending(&self, f: impl FnOnce(&mut Pending)) {
+        let mut p = Pending {
+            bytes: self.pending_bytes.get(),
+            blocks: self.pending_blocks.get(),
+            limit: self.limit.get(),
+        };
+        f(&mut p);
+        self.pending_bytes.set(p.bytes);
+        self.pending_blocks.set(p.blocks);
+        self.limit.set(p.limit);
+    }
+}
+
 struct Owner;
 
 impl Drop for Owner {
     fn drop(&mut self) {
         let _ = STATE.try_with(|st| {
-            let mut p = st.pending.get();
-            stats::flush(&mut p);
-            st.pending.set(p);
-            let i = st.slot.replace(0);
-            stats::release(i);
+            st.with_pending(stats::flush);
+            stats::release(st.index.replace(0));
+            st.slot.set(stats::shared_slot());
         });
     }
 }
@@ -62,13 +81,20 @@ impl Ctx<'_> {
     pub fn note_live(&self, bytes: i64, blocks: i64) {
         match self.st {
             Some(st) => {
-                let mut p = st.pending.get();
-                stats::note_live(&mut p, bytes, blocks);
-                st.pending.set(p);
+                let b = st.pending_bytes.get() + bytes;
+                st.pending_bytes.set(b);
+                st.pending_blocks.set(st.pending_blocks.get() + blocks);
+                if stats::needs_refresh(b, st.limit.get()) {
+                    st.with_pending(stats::refresh);
+                }
             }
             None => {
-                let mut p = Pending::default();
-                stats::note_live(&mut p, bytes, blocks);
+                let mut p = Pending {
+                    bytes,
+                    blocks,
+                    limit: 0,
+                };
+                stats::refresh(&mut p);
                 stats::flush(&mut p);
             }
         }
@@ -85,6 +111,19 @@ impl Ctx<'_> {
     pub fn sampler(&self) -> Option<(&Cell<i64>, &Cell<u64>)> {
         self.st.map(|st| (&st.sample_countdown, &st.rng))
     }
+
+    /// Runs `f` with the guard set: allocations it makes are not recorded.
+    #[inline]
+    pub fn guarded<R>(&self, f: impl FnOnce() -> R) -> R {
+        match self.st {
+            Some(st) => {
+                st.busy.set(true);
+                let _busy = Busy(&st.busy);
+                f()
+            }
+            None => f(),
+        }
+    }
 }
 
 struct Busy<'a>(&'a Cell<bool>);
@@ -95,8 +134,8 @@ impl Drop for Busy<'_> {
     }
 }
 
-/// Runs `f` with the thread's context while the guard is set, or returns `None` when the thread is
-/// already inside heapdelta (a nested allocation, which must not be recorded).
+/// Runs `f` with the thread's context, or returns `None` when the thread is inside heapdelta (a
+/// nested allocation, which must not be recorded).
 #[inline]
 pub fn record<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
     let mut f = Some(f);
@@ -104,8 +143,6 @@ pub fn record<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
         if st.busy.get() {
             return None;
         }
-        st.busy.set(true);
-        let _busy = Busy(&st.busy);
         let slot = slot_of(st);
         f.take().map(|f| f(&Ctx { st: Some(st), slot }))
     });
@@ -121,18 +158,16 @@ pub fn record<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
     }
 }
 
-/// Like `record`, but also runs when the guard is already set (for frees, which only count and
-/// never allocate, and must be counted whoever triggers them).
+/// Like `record`, but also runs inside heapdelta (for frees, which only count and never allocate,
+/// and must be counted whoever triggers them).
 #[inline]
 pub fn record_always(f: impl FnOnce(&Ctx)) {
     let mut f = Some(f);
     let _ = STATE.try_with(|st| {
-        let was = st.busy.replace(true);
         let slot = slot_of(st);
         if let Some(f) = f.take() {
             f(&Ctx { st: Some(st), slot });
         }
-        st.busy.set(was);
     });
     if let Some(f) = f.take() {
         f(&Ctx {
@@ -144,19 +179,28 @@ pub fn record_always(f: impl FnOnce(&Ctx)) {
 
 #[inline]
 fn slot_of(st: &State) -> &'static Slot {
-    let i = st.slot.get();
-    if i != NO_SLOT {
-        return stats::slot(i);
+    let slot = st.slot.get();
+    if slot.is_null() {
+        return claim(st);
     }
-    let (i, slot) = stats::claim();
-    st.slot.set(i);
+    // SAFETY: `slot` was set from a `&'static Slot`.
+    unsafe { &*slot }
+}
+
+#[cold]
+fn claim(st: &State) -> &'static Slot {
+    let was = st.busy.replace(true);
+    let (i, mut slot) = stats::claim();
     // Registering the destructor may allocate; the guard is set, so that allocation is untracked.
     if OWNER.try_with(|_| ()).is_err() {
         // Too late to register: give the slot back and use the shared one from now on.
         stats::release(i);
-        st.slot.set(0);
-        return stats::shared_slot();
+        slot = stats::shared_slot();
+    } else {
+        st.index.set(i);
     }
+    st.slot.set(slot);
+    st.busy.set(was);
     slot
 }
 
@@ -178,7 +222,7 @@ pub fn untracked<R>(f: impl FnOnce() -> R) -> R {
 
 /// The calling thread's own slot (claimed now if needed), or `None` during teardown.
 pub fn own_slot() -> Option<&'static Slot> {
-    untracked(|| STATE.try_with(slot_of).ok())
+    STATE.try_with(slot_of).ok()
 }
 
 /// Sets the thread's scope tag and returns the previous one.

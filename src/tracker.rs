@@ -2,11 +2,11 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::checkpoint;
 use crate::header::{self, Header};
 use crate::sizeclass::class_of;
+use crate::stats;
 use crate::thread::{self, Ctx};
 
 /// How call sites are recorded.
@@ -29,9 +29,6 @@ pub enum CallSites {
     /// No call sites: counters only.
     Off,
 }
-
-/// Set once a tracker has served an allocation.
-static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// The tracking allocator. Install it as the global allocator:
 ///
@@ -109,9 +106,6 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// Records a new block of `size` bytes and returns its header.
     #[inline]
     fn on_alloc(&self, size: usize) -> Header {
-        if !INSTALLED.load(Ordering::Relaxed) {
-            INSTALLED.store(true, Ordering::Relaxed);
-        }
         thread::record(|ctx| record_alloc(ctx, size)).unwrap_or(Header::UNTRACKED)
     }
 }
@@ -257,5 +251,5 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
 /// }
 /// ```
 pub fn is_installed() -> bool {
-    INSTALLED.load(Ordering::Relaxed)
+    stats::any_claimed()
 }
