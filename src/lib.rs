@@ -8,7 +8,11 @@
 //! Memory grows every step: heapdelta tells you what is growing and where it is allocated.
 #![warn(missing_docs)]
 
+mod callsite;
 mod pool;
 mod sizeclass;
 
+#[doc(hidden)]
+pub use callsite::bench_api as __bench;
+pub use callsite::{Frame, Site};
 pub use pool::{pool_stats, Pool, PoolConfig, PoolStats};
