@@ -318,11 +318,6 @@ pub fn claim() -> (u16, &'static Slot) {
     (0, &SLOTS[0])
 }
 
-/// Slot `i` (the shared one when out of range).
-pub fn slot(i: u16) -> &'static Slot {
-    SLOTS.get(i as usize).unwrap_or(&SLOTS[0])
-}
-
 /// Whether any thread has ever recorded an event (a tracker is serving allocations).
 pub fn any_claimed() -> bool {
     HIGH.load(Ordering::Relaxed) > 1 || !read_one(&SLOTS[0]).classes.iter().all(Counts::is_zero)
