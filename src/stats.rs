@@ -123,16 +123,6 @@ struct SiteCnt {
     young_free_bytes: Cnt,
 }
 
-impl SiteCnt {
-    const fn new() -> Self {
-        SiteCnt {
-            counts: Quad::new(),
-            young_free_units: Cnt::new(),
-            young_free_bytes: Cnt::new(),
-        }
-    }
-}
-
 type SiteChunk = [SiteCnt; SITE_CHUNK];
 
 /// Counts for one call site as read by a snapshot (block figures in `UNIT`s).
