@@ -261,22 +261,55 @@ mod fp {
     /// Return addresses below this are never code.
     const MIN_CODE_ADDRESS: usize = 4096;
 
-    /// The frame-pointer register of the caller (this function is always inlined, so it is the
-    /// register's value in the function that calls it).
+    // The frame-pointer register is read by a two-instruction assembly function rather than
+    // inline `asm!`: with `-C force-frame-pointers=yes` LLVM still *shrink-wraps* the prologue
+    // (`push rbp; mov rbp, rsp`) into the blocks that need it, so an inline read can run before
+    // the function's own frame record exists and see its caller's (observed in release builds of
+    // `capture` and the probe). A real call forces the prologue to dominate it, so the value
+    // returned is always the calling function's own frame record.
+    #[cfg(target_arch = "x86_64")]
+    std::arch::global_asm!(
+        ".pushsection .text.heapdelta_v0_1_frame_pointer,\"ax\",@progbits",
+        ".globl heapdelta_v0_1_frame_pointer",
+        ".hidden heapdelta_v0_1_frame_pointer",
+        ".type heapdelta_v0_1_frame_pointer,@function",
+        ".p2align 4",
+        "heapdelta_v0_1_frame_pointer:",
+        ".cfi_startproc",
+        "mov rax, rbp",
+        "ret",
+        ".cfi_endproc",
+        ".size heapdelta_v0_1_frame_pointer, .-heapdelta_v0_1_frame_pointer",
+        ".popsection",
+    );
+    #[cfg(target_arch = "aarch64")]
+    std::arch::global_asm!(
+        ".pushsection .text.heapdelta_v0_1_frame_pointer,\"ax\",%progbits",
+        ".globl heapdelta_v0_1_frame_pointer",
+        ".hidden heapdelta_v0_1_frame_pointer",
+        ".type heapdelta_v0_1_frame_pointer,%function",
+        ".p2align 4",
+        "heapdelta_v0_1_frame_pointer:",
+        ".cfi_startproc",
+        "mov x0, x29",
+        "ret",
+        ".cfi_endproc",
+        ".size heapdelta_v0_1_frame_pointer, .-heapdelta_v0_1_frame_pointer",
+        ".popsection",
+    );
+
+    extern "C" {
+        /// Returns the frame-pointer register as its caller left it (it sets up no frame).
+        fn heapdelta_v0_1_frame_pointer() -> usize;
+    }
+
+    /// The calling function's frame pointer: with frame pointers, the address of its own frame
+    /// record; without, whatever value the register holds (validated before any use).
     #[inline(always)]
     pub(super) fn current_frame_pointer() -> usize {
-        let fp: usize;
-        // SAFETY: reads a register into a local; no memory is touched, flags are preserved.
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            std::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags));
-        }
-        // SAFETY: as above, for aarch64's frame-pointer register x29.
-        #[cfg(target_arch = "aarch64")]
-        unsafe {
-            std::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags));
-        }
-        fp
+        // SAFETY: the assembly function above only copies a register into the return register
+        // and returns; it reads no memory and follows the C calling convention.
+        unsafe { heapdelta_v0_1_frame_pointer() }
     }
 
     /// Whether a frame record may be read at `fp`: aligned and entirely inside `[low, high)`.
