@@ -173,8 +173,8 @@ fn site_weight(size: usize, sampled: bool, mode: CallSites) -> (u64, u64) {
 #[inline]
 fn capture_site(depth: usize) -> u32 {
     let mut buf = [0usize; MAX_DEPTH];
-    let n = callsite::capture(&mut buf[..depth.min(MAX_DEPTH)], 0);
-    callsite::intern(&buf[..n])
+    let (n, hash) = callsite::capture_hashed(&mut buf[..depth.min(MAX_DEPTH)], 0);
+    callsite::intern_hashed(&buf[..n], hash)
 }
 
 #[cold]

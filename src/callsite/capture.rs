@@ -42,7 +42,9 @@
 //! Other architectures always use the unwinder.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use super::intern::{hash_finish, hash_stack, hash_step, HASH_SEED};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 /// A walk that stops more than this many bytes below the stack's outer end, with room left in the
 /// buffer, is considered broken. The outermost frames of a healthy chain (`main`, a thread's start
@@ -56,6 +58,9 @@ captured with a slower unwinder. Build with `-C force-frame-pointers=yes`, e.g. 
 .cargo/config.toml: [build] rustflags = [\"-C\", \"force-frame-pointers=yes\"]\n";
 
 static HINT_PRINTED: AtomicBool = AtomicBool::new(false);
+
+/// Captures that used the unwinder (slow path only, so the counter costs the fast path nothing).
+static UNWOUND: AtomicU64 = AtomicU64::new(0);
 
 /// 0 = not probed yet, 1 = frame pointers present, 2 = absent.
 static FP_STATE: AtomicU8 = AtomicU8::new(0);
@@ -76,47 +81,70 @@ thread_local! {
 /// holds heapdelta's reentrancy guard, so that is not recorded).
 #[inline(never)]
 pub(crate) fn capture(out: &mut [usize], skip: usize) -> usize {
+    capture_hashed_here(out, skip).0
+}
+
+/// [`capture`], also returning `intern::hash_stack` of the captured stack, computed during the
+/// walk at almost no cost, for `intern::intern_hashed`.
+#[inline(never)]
+pub(crate) fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
+    capture_hashed_here(out, skip)
+}
+
+/// The body of [`capture`] and [`capture_hashed`], inlined into each so that the frame the walk
+/// starts from is theirs.
+#[inline(always)]
+fn capture_hashed_here(out: &mut [usize], skip: usize) -> (usize, u64) {
     if out.is_empty() {
-        return 0;
+        return (0, hash_stack(&[]));
     }
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         if frame_pointers_present() {
             let fp = fp::current_frame_pointer();
-            let (n, complete) = fp::walk(fp, stack_bounds(), out, skip);
+            let (n, complete, hash) = fp::walk(fp, stack_bounds(), out, skip);
             if complete {
-                return n;
+                return (n, hash);
             }
         }
     }
-    capture_unwind(out, skip)
+    UNWOUND.fetch_add(1, Ordering::Relaxed);
+    let n = capture_unwind_from(out, skip);
+    (n, hash_stack(out.get(..n).unwrap_or(&[])))
+}
+
+/// How many captures so far fell back to the unwinder (all of them without frame pointers; with
+/// frame pointers, those whose chain was broken).
+pub(crate) fn unwound_count() -> u64 {
+    UNWOUND.load(Ordering::Relaxed)
 }
 
 /// Captures with the DWARF unwinder (`backtrace::trace_unsynchronized`), for code without frame
-/// pointers. Frames up to and including this function's own are dropped, then `skip` more, so the
-/// result lines up with the frame-pointer walk's.
+/// pointers. The result lines up with the frame-pointer walk's: the first address lies in the
+/// function that called this one (or `capture`), after `skip` more frames are dropped.
 #[inline(never)]
 pub(crate) fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
-    let me = capture_unwind as fn(&mut [usize], usize) -> usize as usize;
-    let caller = capture as fn(&mut [usize], usize) -> usize as usize;
+    let n = capture_unwind_from(out, skip);
+    // Using the result after the call keeps it from becoming a tail jump, which would remove
+    // this frame, which `capture_unwind_from` drops.
+    std::hint::black_box(n)
+}
+
+/// The unwinder capture. Drops the frames up to and including this function's own, then the
+/// frame of its caller (`capture`, `capture_hashed` or `capture_unwind`), then `skip` more.
+#[inline(never)]
+fn capture_unwind_from(out: &mut [usize], skip: usize) -> usize {
+    let me = capture_unwind_from as fn(&mut [usize], usize) -> usize as usize;
     let mut n = 0usize;
     let mut seen_self = false;
-    let mut to_skip = skip;
+    let mut to_skip = skip.saturating_add(1);
     // SAFETY: `trace_unsynchronized` is unsafe only because it does not take backtrace's global
     // lock; concurrent unwinding is sound with the libgcc/LLVM unwinder used on Linux. The closure
     // neither panics nor allocates: it only writes within `out`'s bounds (checked with `get_mut`).
     unsafe {
         backtrace::trace_unsynchronized(|frame| {
-            let ip = frame.ip() as usize;
             if !seen_self {
-                let start = frame.symbol_address() as usize;
-                // When called through `capture`, that frame is ours too: skip it as well.
-                if start == me {
-                    seen_self = true;
-                }
-                return true;
-            }
-            if n == 0 && to_skip == skip && frame.symbol_address() as usize == caller {
+                seen_self = frame.symbol_address() as usize == me;
                 return true;
             }
             if to_skip > 0 {
@@ -125,7 +153,7 @@ pub(crate) fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
             }
             match out.get_mut(n) {
                 Some(slot) => {
-                    *slot = ip;
+                    *slot = frame.ip() as usize;
                     n += 1;
                     n < out.len()
                 }
@@ -221,7 +249,7 @@ fn query_stack_bounds() -> (usize, usize) {
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod fp {
-    use super::NEAR_STACK_TOP;
+    use super::{hash_finish, hash_step, HASH_SEED, NEAR_STACK_TOP};
 
     /// Alignment every frame record has: x86_64's `push rbp` happens at a 16-byte aligned `rsp`
     /// after the call pushed 8 bytes; aarch64 frame records are at least 8-byte aligned.
@@ -233,22 +261,55 @@ mod fp {
     /// Return addresses below this are never code.
     const MIN_CODE_ADDRESS: usize = 4096;
 
-    /// The frame-pointer register of the caller (this function is always inlined, so it is the
-    /// register's value in the function that calls it).
+    // The frame-pointer register is read by a two-instruction assembly function rather than
+    // inline `asm!`: with `-C force-frame-pointers=yes` LLVM still *shrink-wraps* the prologue
+    // (`push rbp; mov rbp, rsp`) into the blocks that need it, so an inline read can run before
+    // the function's own frame record exists and see its caller's (observed in release builds of
+    // `capture` and the probe). A real call forces the prologue to dominate it, so the value
+    // returned is always the calling function's own frame record.
+    #[cfg(target_arch = "x86_64")]
+    std::arch::global_asm!(
+        ".pushsection .text.heapdelta_v0_1_frame_pointer,\"ax\",@progbits",
+        ".globl heapdelta_v0_1_frame_pointer",
+        ".hidden heapdelta_v0_1_frame_pointer",
+        ".type heapdelta_v0_1_frame_pointer,@function",
+        ".p2align 4",
+        "heapdelta_v0_1_frame_pointer:",
+        ".cfi_startproc",
+        "mov rax, rbp",
+        "ret",
+        ".cfi_endproc",
+        ".size heapdelta_v0_1_frame_pointer, .-heapdelta_v0_1_frame_pointer",
+        ".popsection",
+    );
+    #[cfg(target_arch = "aarch64")]
+    std::arch::global_asm!(
+        ".pushsection .text.heapdelta_v0_1_frame_pointer,\"ax\",%progbits",
+        ".globl heapdelta_v0_1_frame_pointer",
+        ".hidden heapdelta_v0_1_frame_pointer",
+        ".type heapdelta_v0_1_frame_pointer,%function",
+        ".p2align 4",
+        "heapdelta_v0_1_frame_pointer:",
+        ".cfi_startproc",
+        "mov x0, x29",
+        "ret",
+        ".cfi_endproc",
+        ".size heapdelta_v0_1_frame_pointer, .-heapdelta_v0_1_frame_pointer",
+        ".popsection",
+    );
+
+    extern "C" {
+        /// Returns the frame-pointer register as its caller left it (it sets up no frame).
+        fn heapdelta_v0_1_frame_pointer() -> usize;
+    }
+
+    /// The calling function's frame pointer: with frame pointers, the address of its own frame
+    /// record; without, whatever value the register holds (validated before any use).
     #[inline(always)]
     pub(super) fn current_frame_pointer() -> usize {
-        let fp: usize;
-        // SAFETY: reads a register into a local; no memory is touched, flags are preserved.
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            std::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags));
-        }
-        // SAFETY: as above, for aarch64's frame-pointer register x29.
-        #[cfg(target_arch = "aarch64")]
-        unsafe {
-            std::arch::asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags));
-        }
-        fp
+        // SAFETY: the assembly function above only copies a register into the return register
+        // and returns; it reads no memory and follows the C calling convention.
+        unsafe { heapdelta_v0_1_frame_pointer() }
     }
 
     /// Whether a frame record may be read at `fp`: aligned and entirely inside `[low, high)`.
@@ -260,16 +321,17 @@ mod fp {
     }
 
     /// Walks the frame records from `fp`, writing return addresses after the first `skip` into
-    /// `out`. Returns how many were written and whether the chain looks complete (buffer full, or
-    /// a clean end near the stack's outer end).
+    /// `out`. Returns how many were written, whether the chain looks complete (buffer full, or an
+    /// end near the stack's outer end), and the stack's hash (`intern::hash_stack`).
     #[inline(always)]
     pub(super) fn walk(
         mut fp: usize,
         bounds: (usize, usize),
         out: &mut [usize],
         skip: usize,
-    ) -> (usize, bool) {
+    ) -> (usize, bool, u64) {
         let mut n = 0usize;
+        let mut hash = HASH_SEED;
         let mut to_skip = skip;
         let mut last_good = 0usize;
         while record_in_bounds(fp, bounds) {
@@ -290,11 +352,12 @@ mod fp {
                     Some(slot) => {
                         *slot = ret;
                         n += 1;
+                        hash = hash_step(hash, ret);
                         if n == out.len() {
-                            return (n, true);
+                            return (n, true, hash_finish(hash, n));
                         }
                     }
-                    None => return (n, true),
+                    None => return (n, true, hash_finish(hash, n)),
                 }
             }
             if next <= fp {
@@ -303,7 +366,7 @@ mod fp {
             fp = next;
         }
         let complete = last_good != 0 && bounds.1.saturating_sub(last_good) <= NEAR_STACK_TOP;
-        (n, complete)
+        (n, complete, hash_finish(hash, n))
     }
 
     /// The probe's outer half: true when the frame record found in `probe_inner` returns into
@@ -413,6 +476,28 @@ mod tests {
     }
 
     #[test]
+    fn capture_hashed_returns_the_hash_of_the_captured_stack() {
+        let mut out = [0usize; 32];
+        let (n, hash) = capture_hashed(&mut out, 0);
+        assert_eq!(hash, hash_stack(&out[..n]));
+    }
+
+    #[test]
+    fn capture_hashed_and_capture_agree_on_the_callers() {
+        let mut a = [0usize; 32];
+        let mut b = [0usize; 32];
+        let (na, nb) = hashed_and_plain(&mut a, &mut b);
+        assert_eq!(&a[1..na], &b[1..nb]);
+    }
+
+    #[inline(never)]
+    fn hashed_and_plain(a: &mut [usize], b: &mut [usize]) -> (usize, usize) {
+        let x = capture_hashed(a, 0).0;
+        let y = capture(b, 0);
+        std::hint::black_box((x, y))
+    }
+
+    #[test]
     fn capture_stops_at_the_buffer_length() {
         let mut out = [0usize; 3];
         assert_eq!(capture(&mut out, 0), 3);
@@ -458,9 +543,27 @@ mod tests {
     }
 
     #[test]
+    fn frame_pointer_chain_of_a_test_thread_is_complete() {
+        let mut out = [0usize; 256];
+        let (n, complete, _) = fp::walk(fp::current_frame_pointer(), stack_bounds(), &mut out, 0);
+        assert!(complete, "chain of {n} frames judged broken");
+    }
+
+    #[test]
+    fn frame_pointer_chain_of_a_spawned_thread_is_complete() {
+        let complete = std::thread::spawn(|| {
+            let mut out = [0usize; 256];
+            fp::walk(fp::current_frame_pointer(), stack_bounds(), &mut out, 0).1
+        })
+        .join()
+        .unwrap();
+        assert!(complete);
+    }
+
+    #[test]
     fn walk_from_a_bogus_frame_pointer_is_empty() {
         let mut out = [0usize; 8];
-        let (n, complete) = fp::walk(12345, stack_bounds(), &mut out, 0);
+        let (n, complete, _) = fp::walk(12345, stack_bounds(), &mut out, 0);
         assert_eq!(n, 0);
         assert!(!complete);
     }

@@ -103,22 +103,31 @@ fn map_storage() -> *mut Storage {
     }
 }
 
-/// 64-bit hash of a stack (never 0).
-#[inline]
-pub(crate) fn hash_stack(stack: &[usize]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = (stack.len() as u64).wrapping_mul(K);
-    for &word in stack {
-        h = (h.rotate_left(5) ^ word as u64).wrapping_mul(K);
-    }
+/// Initial state of the stack hash (see [`hash_step`]).
+pub(crate) const HASH_SEED: u64 = 0x243F_6A88_85A3_08D3;
+
+/// Folds one return address into a stack hash. Split out so `capture` can hash while it walks:
+/// the multiply chain then runs in the shadow of the walk's dependent loads.
+#[inline(always)]
+pub(crate) fn hash_step(h: u64, word: usize) -> u64 {
+    (h.rotate_left(5) ^ word as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Finishes a stack hash of `len` words: mixes all bits down, never 0.
+#[inline(always)]
+pub(crate) fn hash_finish(h: u64, len: usize) -> u64 {
+    let mut h = h ^ (len as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93);
     h ^= h >> 29;
     h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     h ^= h >> 32;
-    if h == 0 {
-        1
-    } else {
-        h
-    }
+    h.max(1)
+}
+
+/// 64-bit hash of a stack (never 0); what [`intern_hashed`] expects.
+#[inline]
+pub(crate) fn hash_stack(stack: &[usize]) -> u64 {
+    let h = stack.iter().fold(HASH_SEED, |h, &word| hash_step(h, word));
+    hash_finish(h, stack.len())
 }
 
 /// The stored stack of `id`, if `id` is published.
@@ -138,10 +147,16 @@ fn stored(storage: &'static Storage, id: SiteId) -> Option<&'static [usize]> {
 /// allocates, never panics; [`OVERFLOW`] once the table is full.
 #[inline]
 pub(crate) fn intern(stack: &[usize]) -> SiteId {
+    intern_hashed(stack, hash_stack(stack))
+}
+
+/// [`intern`] with the stack's hash already computed (by `capture_hashed`); `hash` must be
+/// `hash_stack(stack)`, or stacks get split or mixed up.
+#[inline]
+pub(crate) fn intern_hashed(stack: &[usize], hash: u64) -> SiteId {
     let Some(storage) = storage() else {
         return OVERFLOW;
     };
-    let hash = hash_stack(stack);
     let mask = SLOTS - 1;
     let mut index = hash as usize & mask;
     for _ in 0..SLOTS {

@@ -15,8 +15,8 @@ mod site;
 mod symbols;
 mod typename;
 
-pub(crate) use capture::{capture, frame_pointers_present};
-pub(crate) use intern::{intern, site_count, stack, SiteId, NO_SITE, OVERFLOW};
+pub(crate) use capture::{capture, capture_hashed, frame_pointers_present, unwound_count};
+pub(crate) use intern::{intern, intern_hashed, site_count, stack, SiteId, NO_SITE, OVERFLOW};
 pub(crate) use sampler::{scale, scale_blocks, Sampler};
 pub use site::{Frame, Site};
 pub(crate) use symbols::resolve;
@@ -28,6 +28,28 @@ pub mod bench_api {
     #[inline(never)]
     pub fn capture(out: &mut [usize], skip: usize) -> usize {
         super::capture(out, skip)
+    }
+
+    /// See `capture::unwound_count`.
+    pub fn unwound_count() -> u64 {
+        super::unwound_count()
+    }
+
+    /// See `capture::capture_unwind`.
+    #[inline(never)]
+    pub fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
+        super::capture::capture_unwind(out, skip)
+    }
+
+    /// See `capture::capture_hashed`.
+    #[inline(never)]
+    pub fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
+        super::capture_hashed(out, skip)
+    }
+
+    /// See `intern::intern_hashed`.
+    pub fn intern_hashed(stack: &[usize], hash: u64) -> u32 {
+        super::intern_hashed(stack, hash)
     }
 
     /// See `intern::intern`.
