@@ -204,7 +204,9 @@ fn claim(st: &State) -> &'static Slot {
     } else {
         st.index.set(i);
         // Each slot's sampler starts from its own fixed seed, so runs are repeatable.
-        st.sampler.set(Sampler::new(0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+        st.sampler.set(Sampler::new(
+            0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        ));
     }
     st.slot.set(slot);
     st.busy.set(was);

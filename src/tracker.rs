@@ -103,14 +103,19 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new().depth(16);
     /// ```
     pub const fn depth(mut self, frames: usize) -> Self {
-        self.depth = if frames > MAX_DEPTH { MAX_DEPTH } else { frames };
+        self.depth = if frames > MAX_DEPTH {
+            MAX_DEPTH
+        } else {
+            frames
+        };
         self
     }
 
     /// Records a new block of `size` bytes and returns its header.
     #[inline]
     fn on_alloc(&self, size: usize) -> Header {
-        thread::record(|ctx| record_alloc(ctx, size, self.mode, self.depth)).unwrap_or(Header::UNTRACKED)
+        thread::record(|ctx| record_alloc(ctx, size, self.mode, self.depth))
+            .unwrap_or(Header::UNTRACKED)
     }
 
     /// Records the end of a block of `size` bytes.

@@ -155,7 +155,9 @@ const STD_NAME_PREFIXES: &[&str] = &[
 ];
 
 fn origin(function: &str, file: Option<&str>, own_dir: &str) -> Origin {
-    if SHIM_PREFIXES.iter().any(|p| function.starts_with(p)) {
+    // rustc 1.9x names the shims `__rustc::__rust_alloc` …
+    let bare = function.strip_prefix("__rustc::").unwrap_or(function);
+    if SHIM_PREFIXES.iter().any(|p| bare.starts_with(p)) {
         return Origin::Allocator;
     }
     if RUNTIME_NAMES.contains(&function)
@@ -368,12 +370,29 @@ mod tests {
     }
 
     #[test]
+    fn allocator_shims_with_the_rustc_prefix_are_trimmed() {
+        let mut frames = realistic_vec_push();
+        frames[1] = raw("__rustc::__rust_alloc", Some("/home/u/app/src/main.rs"), 3);
+        let site = build_site(frames, Some("/home/u/app/"));
+        assert_eq!(site.frames()[0].function, "model::compose");
+        assert_eq!(site.type_name(), "Vec<u8>");
+    }
+
+    #[test]
     fn recursion_through_closures_and_iterators_is_folded_into_one_frame() {
         let mut frames = realistic_vec_push();
         // innermost first: the closure and the iterator adapter, then the recursive call
         let level = [
-            raw("Node::forward::{{closure}}", Some("/home/u/app/src/model.rs"), 41),
-            raw("fold<f32>", Some(&format!("{STD}/core/src/iter/adapters/map.rs")), 128),
+            raw(
+                "Node::forward::{{closure}}",
+                Some("/home/u/app/src/model.rs"),
+                41,
+            ),
+            raw(
+                "fold<f32>",
+                Some(&format!("{STD}/core/src/iter/adapters/map.rs")),
+                128,
+            ),
             raw("Node::forward", Some("/home/u/app/src/model.rs"), 41),
         ];
         for _ in 0..3 {
@@ -381,7 +400,10 @@ mod tests {
                 frames.insert(6 + k, f.clone());
             }
         }
-        frames.insert(6, raw("Node::forward", Some("/home/u/app/src/model.rs"), 40));
+        frames.insert(
+            6,
+            raw("Node::forward", Some("/home/u/app/src/model.rs"), 40),
+        );
         let site = build_site(frames, Some("/home/u/app/"));
         let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["Node::forward", "model::compose", "main"]);
