@@ -11,4 +11,4 @@
 mod pool;
 mod sizeclass;
 
-pub use pool::{pool_stats, Pool, PoolConfig, PoolStats};
+pub use pool::{pool_stats, replay, ClassStats, Pool, PoolConfig, PoolStats};
