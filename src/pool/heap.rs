@@ -457,6 +457,192 @@ impl HeapState {
         unsafe { (*pool).heap }
     }
 
+    /// Checks the heap's structural invariants and its counters; pushes the address of every
+    /// free-listed block of a pool in use on `free`. For tests (`Pool::check_invariants`).
+    ///
+    /// # Safety
+    /// Nobody else uses the heap meanwhile.
+    pub unsafe fn check(
+        &self,
+        geo: &Geometry,
+        c: &Counters,
+        free: &mut Vec<usize>,
+    ) -> Result<(), String> {
+        let mut blocks = [0u64; MAX_CLASSES];
+        let mut pools = [0u64; MAX_CLASSES];
+        let mut unused = 0u64;
+        let mut in_used_lists = 0usize;
+        // SAFETY: (all blocks below) exclusive access (caller); we only follow pointers that the
+        // invariants being checked keep inside live arenas, and stop at the first violation.
+        unsafe {
+            for idx in 0..geo.nclasses {
+                let mut prev: *mut PoolHeader = ptr::null_mut();
+                let mut p = self.usedpools[cls(idx)];
+                while !p.is_null() {
+                    if (*p).prevpool != prev {
+                        return Err(format!("class {idx}: broken prevpool"));
+                    }
+                    if (*p).szidx as usize != idx {
+                        return Err(format!(
+                            "class {idx}: pool of class {} on its list",
+                            (*p).szidx
+                        ));
+                    }
+                    let n = (*p).count as usize;
+                    if n == 0 || n >= geo.numblocks(idx) {
+                        return Err(format!("class {idx}: used pool with count {n}"));
+                    }
+                    in_used_lists += 1;
+                    prev = p;
+                    p = (*p).nextpool;
+                }
+            }
+            let mut used_pools_seen = 0usize;
+            for ai in 0..self.arenas.len() {
+                let ao = self.ao(ai);
+                if (*ao).address == 0 {
+                    continue;
+                }
+                let base = (*ao).address;
+                if base % geo.pool_size != 0 {
+                    return Err(format!("arena {ai} not pool-aligned"));
+                }
+                let carved = ((*ao).pool_address - base) / geo.pool_size;
+                let mut empty = 0u32;
+                for k in 0..carved {
+                    let pool = (base + k * geo.pool_size) as *mut PoolHeader;
+                    if (*pool).arenaindex != ai || (*pool).heap != self.index {
+                        return Err(format!("arena {ai} pool {k}: wrong arena or heap index"));
+                    }
+                    let n = (*pool).count as usize;
+                    if n == 0 {
+                        empty += 1;
+                        continue;
+                    }
+                    let idx = (*pool).szidx as usize;
+                    if idx >= geo.nclasses {
+                        return Err(format!("arena {ai} pool {k}: class {idx}"));
+                    }
+                    let size = geo.class_size(idx);
+                    let nb = geo.numblocks(idx);
+                    let mut fl = 0usize;
+                    let mut b = (*pool).freeblock;
+                    while !b.is_null() {
+                        let off = (b as usize).wrapping_sub(pool as usize);
+                        if off < geo.overhead
+                            || off >= (*pool).nextoffset as usize
+                            || (off - geo.overhead) % size != 0
+                        {
+                            return Err(format!("arena {ai} pool {k}: stray free block"));
+                        }
+                        fl += 1;
+                        if fl > nb {
+                            return Err(format!("arena {ai} pool {k}: free list cycle"));
+                        }
+                        free.push(b as usize);
+                        b = *(b as *mut *mut u8);
+                    }
+                    let (next, max) = ((*pool).nextoffset as usize, (*pool).maxnextoffset as usize);
+                    let untouched = if next <= max {
+                        (max - next) / size + 1
+                    } else {
+                        0
+                    };
+                    if n + fl + untouched != nb {
+                        return Err(format!(
+                            "arena {ai} pool {k}: {n} used + {fl} free + {untouched} untouched != {nb}"
+                        ));
+                    }
+                    if (n == nb) != (*pool).freeblock.is_null() {
+                        return Err(format!("arena {ai} pool {k}: full iff free list empty"));
+                    }
+                    if n < nb {
+                        used_pools_seen += 1;
+                    }
+                    blocks[idx] += n as u64;
+                    pools[idx] += 1;
+                }
+                let mut fp = 0u32;
+                let mut p = (*ao).freepools;
+                while !p.is_null() {
+                    if (*p).count != 0 || (*p).arenaindex != ai {
+                        return Err(format!("arena {ai}: non-empty pool on freepools"));
+                    }
+                    fp += 1;
+                    if fp > (*ao).ntotalpools {
+                        return Err(format!("arena {ai}: freepools cycle"));
+                    }
+                    p = (*p).nextpool;
+                }
+                if fp != empty
+                    || (*ao).nfreepools as usize
+                        != empty as usize + (geo.pools_per_arena as usize - carved)
+                {
+                    return Err(format!(
+                        "arena {ai}: nfreepools {} but {empty} empty + uncarved",
+                        (*ao).nfreepools
+                    ));
+                }
+                unused += (*ao).nfreepools as u64;
+            }
+            if used_pools_seen != in_used_lists {
+                return Err(format!(
+                    "{used_pools_seen} partly used pools but {in_used_lists} on usedpools"
+                ));
+            }
+            // usable_arenas: ascending nfreepools, and nfp2lasta names the rightmost of each count.
+            let mut last = [NONE; NFP_LEN];
+            let mut prev = NONE;
+            let mut prevnf = 0;
+            let mut a = self.usable_arenas;
+            let mut listed = 0u32;
+            while a != NONE {
+                let ao = self.ao(a);
+                if ao.is_null() || (*ao).address == 0 || (*ao).prevarena != prev {
+                    return Err(format!("usable_arenas broken at {a}"));
+                }
+                let nf = (*ao).nfreepools;
+                if nf == 0 || nf < prevnf {
+                    return Err(format!("usable_arenas not sorted at {a}"));
+                }
+                last[nfp(nf)] = a;
+                prev = a;
+                prevnf = nf;
+                listed += 1;
+                a = (*ao).nextarena;
+            }
+            for nf in 1..NFP_LEN {
+                if self.nfp2lasta[nf] != last[nf] {
+                    return Err(format!(
+                        "nfp2lasta[{nf}] = {} but the rightmost is {}",
+                        self.nfp2lasta[nf], last[nf]
+                    ));
+                }
+            }
+            let with_free = (0..self.arenas.len())
+                .filter(|&i| (*self.ao(i)).address != 0 && (*self.ao(i)).nfreepools > 0)
+                .count() as u32;
+            if with_free != listed {
+                return Err(format!(
+                    "{with_free} arenas with free pools but {listed} usable"
+                ));
+            }
+        }
+        for i in 0..geo.nclasses {
+            let (b, p) = (c.blocks[i].load(Relaxed), c.pools[i].load(Relaxed));
+            if (b, p) != (blocks[i], pools[i]) {
+                return Err(format!(
+                    "class {i}: counters ({b}, {p}) but walk ({}, {})",
+                    blocks[i], pools[i]
+                ));
+            }
+        }
+        if c.unused_pools.load(Relaxed) != unused {
+            return Err("unused_pools counter differs from the walk".into());
+        }
+        Ok(())
+    }
+
     /// Returns every arena and the descriptor table to `src` (used when the `Pool` is dropped).
     ///
     /// # Safety

@@ -166,6 +166,26 @@ impl<A: GlobalAlloc> Pool<A> {
         self.raw_stats().into_stats()
     }
 
+    /// Walks every heap and checks pymalloc's invariants (list links, `usable_arenas` order,
+    /// `nfp2lasta`, free-list bounds, per-pool block accounting, the counters behind
+    /// [`stats`](Pool::stats)); returns the addresses of all free-listed blocks in pools in use.
+    /// Pending remote frees are applied first. For tests; `&mut self` ensures no thread uses the
+    /// pool meanwhile.
+    #[doc(hidden)]
+    pub fn check_invariants(&mut self) -> Result<Vec<usize>, String> {
+        let mut free = Vec::new();
+        for i in 0..MAX_HEAPS {
+            if let Some(h) = self.heap(i) {
+                // SAFETY: `&mut self`: no other thread uses the pool or its heaps.
+                unsafe {
+                    self.drain(h);
+                    (*h.state.get()).check(&self.geo, &h.counters, &mut free)?;
+                }
+            }
+        }
+        Ok(free)
+    }
+
     /// The pool's unique id, assigned (and the pool registered) on first use.
     #[inline]
     fn uid(&self) -> u64 {
