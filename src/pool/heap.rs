@@ -156,6 +156,7 @@ impl HeapState {
     ///
     /// # Safety
     /// `pool` is the head of `usedpools[idx]` and its free list is empty.
+    #[inline]
     unsafe fn pool_extend(&mut self, geo: &Geometry, pool: *mut PoolHeader, idx: usize) {
         // SAFETY: `pool` is a live pool header (caller); offsets stay inside the pool.
         unsafe {
@@ -207,10 +208,11 @@ impl HeapState {
         i
     }
 
-    /// `allocate_from_new_pool`.
+    /// `allocate_from_new_pool` (kept out of line: the fast path is `alloc`).
     ///
     /// # Safety
     /// Owner thread only; `idx < nclasses`; `usedpools[idx]` is empty.
+    #[inline(never)]
     unsafe fn allocate_from_new_pool<S: ArenaSource>(
         &mut self,
         src: &S,
@@ -330,6 +332,7 @@ impl HeapState {
     ///
     /// # Safety
     /// `pool` is an empty pool of this heap on `usedpools[idx]`.
+    #[inline(never)]
     unsafe fn insert_to_freepool<S: ArenaSource>(
         &mut self,
         src: &S,

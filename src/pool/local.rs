@@ -34,6 +34,8 @@ pub(crate) struct Padded<T>(pub T);
 
 /// One heap: a pymalloc state plus what other threads may touch.
 pub(crate) struct Heap {
+    /// This heap's slot in the pool (as written in its pool headers).
+    pub index: u32,
     /// Token of the owning thread (or one of the `OWNER_*` values).
     pub owner: AtomicU64,
     /// Statistics counters, written by the owner only.
@@ -47,6 +49,7 @@ pub(crate) struct Heap {
 impl Heap {
     pub const fn new(index: u32, owner: u64) -> Heap {
         Heap {
+            index,
             owner: AtomicU64::new(owner),
             counters: Counters::new(),
             state: UnsafeCell::new(HeapState::new(index)),

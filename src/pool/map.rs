@@ -85,13 +85,14 @@ impl ArenaMap {
         }
     }
 
-    /// The entry for `addr`, creating nodes when `create` is given.
+    /// The entry for `addr`, creating nodes as needed.
     fn entry<A: GlobalAlloc>(
         &self,
         geo: &Geometry,
         addr: usize,
-        create: Option<&A>,
+        inner: &A,
     ) -> Option<(&Entry, u32)> {
+        let create = Some(inner);
         let (r, m, b, tail) = Self::split(geo, addr)?;
         let ptr_size = std::mem::size_of::<AtomicPtr<u8>>();
         let root_layout = node_layout(1 << root_bits(geo), ptr_size)?;
@@ -116,26 +117,41 @@ impl ArenaMap {
     /// Whether `addr` lies inside a live arena (`address_in_range`).
     #[inline]
     pub fn contains(&self, geo: &Geometry, addr: usize) -> bool {
-        match self.entry::<std::alloc::System>(geo, addr, None) {
-            None => false,
-            Some((e, tail)) => {
-                let hi = e.hi.load(Ordering::Acquire);
-                tail < e.lo.load(Ordering::Acquire) || (hi != 0 && tail + 1 >= hi)
-            }
+        let Some((r, m, b, tail)) = Self::split(geo, addr) else {
+            return false;
+        };
+        let root = self.root.load(Ordering::Acquire) as *const AtomicPtr<u8>;
+        if root.is_null() {
+            return false;
         }
+        // SAFETY: a non-null root is a live node of `1 << root_bits` atomic pointers, and
+        // `r < 1 << root_bits` because the address is below 2^ADDRESS_BITS.
+        let mid = unsafe { (*root.add(r)).load(Ordering::Acquire) } as *const AtomicPtr<u8>;
+        if mid.is_null() {
+            return false;
+        }
+        // SAFETY: a live node of `1 << MID_BITS` pointers; `m` is masked.
+        let bot = unsafe { (*mid.add(m)).load(Ordering::Acquire) } as *const Entry;
+        if bot.is_null() {
+            return false;
+        }
+        // SAFETY: a live node of `1 << BOT_BITS` entries; `b` is masked.
+        let e = unsafe { &*bot.add(b) };
+        let hi = e.hi.load(Ordering::Acquire);
+        tail < e.lo.load(Ordering::Acquire) || (hi != 0 && tail + 1 >= hi)
     }
 
     /// Records that the arena at `base` (pool-aligned) is live (`used`) or gone. Returns false
     /// if the map cannot cover it (out of memory or address too high).
     pub fn mark<A: GlobalAlloc>(&self, inner: &A, geo: &Geometry, base: usize, used: bool) -> bool {
-        let Some((e, tail)) = self.entry(geo, base, Some(inner)) else {
+        let Some((e, tail)) = self.entry(geo, base, inner) else {
             return false;
         };
         if tail != 0 {
             let Some(next) = base.checked_add(geo.arena_size) else {
                 return false;
             };
-            let Some((n, _)) = self.entry(geo, next, Some(inner)) else {
+            let Some((n, _)) = self.entry(geo, next, inner) else {
                 return false;
             };
             n.lo.store(if used { tail } else { 0 }, Ordering::Release);

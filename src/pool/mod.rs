@@ -117,6 +117,7 @@ struct Ctx<'a> {
 }
 
 impl Drop for Ctx<'_> {
+    #[inline]
     fn drop(&mut self) {
         if let Some(l) = self.lock {
             l.unlock();
@@ -501,17 +502,17 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
             return;
         }
         // SAFETY: `ptr` is a block in use in one of our pools (caller contract + address).
-        let owner = unsafe { HeapState::block_heap(&self.geo, ptr) } as usize;
-        let Some(heap) = self.heap(owner) else {
-            return;
-        };
+        let owner = unsafe { HeapState::block_heap(&self.geo, ptr) };
         if let Some(ctx) = self.ctx() {
-            if ptr::eq(ctx.heap, heap) {
+            if ctx.heap.index == owner {
                 // SAFETY: exclusive access through `ctx`; the block belongs to this heap.
-                unsafe { (*heap.state.get()).free(self, &heap.counters, ptr) };
+                unsafe { (*ctx.heap.state.get()).free(self, &ctx.heap.counters, ptr) };
                 return;
             }
         }
+        let Some(heap) = self.heap(owner as usize) else {
+            return;
+        };
         // SAFETY: the block is in use, at least 8 bytes and 8-aligned; we give it up.
         unsafe { heap.push_remote(ptr) };
     }
