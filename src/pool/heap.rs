@@ -614,11 +614,10 @@ impl HeapState {
                 listed += 1;
                 a = (*ao).nextarena;
             }
-            for nf in 1..NFP_LEN {
-                if self.nfp2lasta[nf] != last[nf] {
+            for (nf, (&have, &want)) in self.nfp2lasta.iter().zip(&last).enumerate().skip(1) {
+                if have != want {
                     return Err(format!(
-                        "nfp2lasta[{nf}] = {} but the rightmost is {}",
-                        self.nfp2lasta[nf], last[nf]
+                        "nfp2lasta[{nf}] = {have} but the rightmost is {want}"
                     ));
                 }
             }

@@ -180,9 +180,9 @@ pub(crate) fn unregister(pool: usize, uid: u64) {
     });
 }
 
-/// The statistics of the global allocator's `Pool`, if the global allocator is a [`Pool`]
-/// (directly, or wrapped by a [`Tracker`](crate) or any shim that hands out pointers inside the
-/// blocks it gets from the pool).
+/// The statistics of the global allocator's `Pool`, if the global allocator is a
+/// [`Pool`](crate::Pool) (directly, or wrapped by heapdelta's `Tracker` or any shim that hands out
+/// pointers inside the blocks it gets from the pool).
 ///
 /// Rule: every `Pool` registers itself (address and monomorphised accessors) on its first
 /// allocation and unregisters when dropped. `pool_stats` allocates one small probe block through
