@@ -217,3 +217,59 @@ fn filling_and_draining_arenas_keeps_invariants() {
         (1, 4, 64)
     );
 }
+
+/// Ownership is decided by address, as CPython's `address_in_range` does: a block of the inner
+/// allocator stays there when reallocated below `max_small`, even if the caller's layout says small.
+#[test]
+fn large_block_reallocated_to_100_bytes_stays_with_the_inner_allocator() {
+    let mut pool = Pool::with_config(System, PoolConfig::CPYTHON);
+    let big = Layout::from_size_align(4096, 8).unwrap();
+    // SAFETY: non-zero sizes; each block is freed once with its current layout.
+    unsafe {
+        let p = pool.alloc(big);
+        let q = pool.realloc(p, big, 100);
+        let s = pool.stats();
+        assert_eq!((s.large_blocks, s.large_bytes), (1, 100));
+        assert_eq!(s.arenas_current, 0, "no arena for a block that stays large");
+        assert!(s.classes.iter().all(|c| c.blocks_in_use == 0));
+        pool.dealloc(q, Layout::from_size_align(100, 8).unwrap());
+    }
+    let s = pool.stats();
+    assert_eq!((s.large_blocks, s.large_bytes), (0, 0));
+    pool.check_invariants().unwrap();
+}
+
+/// Realloc follows SPEC §7: in place while the size stays in (3/4 size, size]; otherwise the new
+/// block is allocated before the old one is freed.
+#[test]
+fn realloc_stays_in_place_only_within_the_class_and_above_three_quarters() {
+    let pool = Pool::with_config(System, PoolConfig::CPYTHON);
+    let l = Layout::from_size_align(128, 8).unwrap();
+    // SAFETY: non-zero sizes; the block is freed once with its final layout.
+    unsafe {
+        let p = pool.alloc(l);
+        assert_eq!(pool.realloc(p, l, 97), p, "97 > 3/4 of 128: in place");
+        let l97 = Layout::from_size_align(97, 8).unwrap();
+        let q = pool.realloc(p, l97, 96);
+        assert_ne!(q, p, "96 = 3/4 of 128: moves");
+        let l96 = Layout::from_size_align(96, 8).unwrap();
+        let r = pool.realloc(q, l96, 97);
+        assert_ne!(r, q, "growing past the class moves");
+        pool.dealloc(r, l97);
+    }
+}
+
+/// Requests aligned above the class alignment pass through to the inner allocator.
+#[test]
+fn over_aligned_requests_pass_through() {
+    let pool = Pool::with_config(System, PoolConfig::CPYTHON);
+    let l = Layout::from_size_align(64, 64).unwrap();
+    // SAFETY: non-zero size; freed once.
+    unsafe {
+        let p = pool.alloc(l);
+        assert_eq!(p as usize % 64, 0);
+        assert_eq!(pool.stats().large_blocks, 1);
+        pool.dealloc(p, l);
+    }
+    assert_eq!(pool.stats().arenas_current, 0);
+}

@@ -153,3 +153,27 @@ fn global_pool_stats_are_found_and_see_live_blocks() {
         h.join().unwrap();
     }
 }
+
+/// A `Pool` value may move between uses (its state lives behind a stable pointer), and a moved
+/// or dropped pool is never mistaken for the global one by `pool_stats()`.
+#[test]
+fn pools_moved_after_use_stay_valid_and_are_not_the_global_pool() {
+    fn make() -> Pool<System> {
+        let pool = Pool::with_config(System, PoolConfig::CPYTHON);
+        let l = Layout::from_size_align(48, 8).unwrap();
+        // SAFETY: non-zero size; freed once.
+        unsafe { pool.dealloc(pool.alloc(l), l) };
+        pool
+    }
+    let moved = Box::new(make());
+    let l = Layout::from_size_align(48, 8).unwrap();
+    // SAFETY: non-zero size; freed once.
+    let p = unsafe { moved.alloc(l) };
+    assert_eq!(moved.stats().classes[2].blocks_in_use, 1);
+    let global = pool_stats().unwrap();
+    assert_ne!(global.arenas_allocated_total, 0);
+    // SAFETY: allocated above with `l`.
+    unsafe { moved.dealloc(p, l) };
+    drop(moved);
+    assert!(pool_stats().is_some());
+}

@@ -2,6 +2,7 @@
 //!
 //! Table of contents:
 //! * [`config`]: `PoolConfig` and the geometry derived from it;
+//! * [`stable`]: the address-stable part of a pool (heap slots, arena map, arena counters);
 //! * [`map`]: which addresses belong to an arena (`address_in_range`);
 //! * [`arena`]: arena descriptors;
 //! * [`heap`]: the single-threaded pymalloc state machine (usedpools, usable_arenas, nfp2lasta);
@@ -18,6 +19,7 @@ mod local;
 mod map;
 #[doc(hidden)]
 pub mod replay;
+mod stable;
 mod stats;
 
 pub use config::PoolConfig;
@@ -26,7 +28,7 @@ pub use stats::{pool_stats, ClassStats, PoolStats};
 use config::Geometry;
 use heap::{bump, ArenaSource, HeapState};
 use local::{Heap, SpinLock, MAX_HEAPS, OWNER_SHARED, OWNER_STATS};
-use map::ArenaMap;
+use stable::Core;
 use stats::RawStats;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
@@ -81,13 +83,12 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 pub struct Pool<A: GlobalAlloc = System> {
     inner: A,
     geo: Geometry,
-    map: ArenaMap,
-    heaps: [AtomicPtr<Heap>; MAX_HEAPS],
-    shared_lock: SpinLock,
+    /// Set up on first use (from `inner`); never moves, so the `Pool` value itself may move.
+    core: AtomicPtr<Core>,
+    /// Copy of `core.uid` (0 until set up): the key of the thread-local heap cache.
     uid: AtomicU64,
-    arenas_total: AtomicU64,
-    arenas_current: AtomicU64,
-    arenas_highwater: AtomicU64,
+    /// Guards the shared fallback heap (slot 0).
+    shared_lock: SpinLock,
 }
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
@@ -140,13 +141,9 @@ impl<A: GlobalAlloc> Pool<A> {
         Pool {
             inner,
             geo: Geometry::new(config),
-            map: ArenaMap::new(),
-            heaps: [const { AtomicPtr::new(ptr::null_mut()) }; MAX_HEAPS],
-            shared_lock: SpinLock::new(),
+            core: AtomicPtr::new(ptr::null_mut()),
             uid: AtomicU64::new(0),
-            arenas_total: AtomicU64::new(0),
-            arenas_current: AtomicU64::new(0),
-            arenas_highwater: AtomicU64::new(0),
+            shared_lock: SpinLock::new(),
         }
     }
 
@@ -175,8 +172,11 @@ impl<A: GlobalAlloc> Pool<A> {
     #[doc(hidden)]
     pub fn check_invariants(&mut self) -> Result<Vec<usize>, String> {
         let mut free = Vec::new();
+        let Some(core) = self.core() else {
+            return Ok(free);
+        };
         for i in 0..MAX_HEAPS {
-            if let Some(h) = self.heap(i) {
+            if let Some(h) = core.heap(i) {
                 // SAFETY: `&mut self`: no other thread uses the pool or its heaps.
                 unsafe {
                     self.drain(h);
@@ -187,62 +187,58 @@ impl<A: GlobalAlloc> Pool<A> {
         Ok(free)
     }
 
-    /// The pool's unique id, assigned (and the pool registered) on first use.
+    /// The address-stable state, if set up.
+    #[inline]
+    fn core(&self) -> Option<&Core> {
+        // SAFETY: `core` is null or points at a `Core` that lives until the pool is dropped.
+        unsafe { self.core.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The pool's unique id, setting the pool up (and registering it) on first use; 0 only when
+    /// out of memory.
     #[inline]
     fn uid(&self) -> u64 {
-        let u = self.uid.load(Ordering::Acquire);
+        let u = self.uid.load(Ordering::Relaxed);
         if u != 0 {
             return u;
         }
-        self.init_uid()
+        self.init()
     }
 
     #[cold]
-    fn init_uid(&self) -> u64 {
-        let new = NEXT_UID.fetch_add(1, Ordering::Relaxed);
-        match self
-            .uid
-            .compare_exchange(0, new, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => {
-                stats::register(stats::Entry {
-                    pool: self as *const Self as usize,
-                    uid: new,
-                    owns: Self::owns_erased,
-                    raw: Self::raw_erased,
-                });
-                new
+    fn init(&self) -> u64 {
+        if self.core().is_none() {
+            let layout = Layout::new::<Core>();
+            // SAFETY: `Core` is not zero-sized.
+            let p = unsafe { self.inner.alloc(layout) } as *mut Core;
+            if p.is_null() {
+                return 0;
             }
-            Err(u) => u,
+            let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: `p` is fresh memory with `Core`'s layout.
+            unsafe { p.write(Core::new(uid, self.geo)) };
+            match self.core.compare_exchange(
+                ptr::null_mut(),
+                p,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => stats::register(stats::Entry {
+                    core: p as usize,
+                    uid,
+                }),
+                // SAFETY: `p` was never published; `Core` needs no drop.
+                Err(_) => unsafe { self.inner.dealloc(p as *mut u8, layout) },
+            }
         }
-    }
-
-    /// # Safety
-    /// `pool` is the address of a live `Pool<A>`.
-    unsafe fn owns_erased(pool: usize, addr: usize) -> bool {
-        // SAFETY: guaranteed by the caller (the registry holds live pools only).
-        let pool = unsafe { &*(pool as *const Self) };
-        pool.map.contains(&pool.geo, addr)
-    }
-
-    /// # Safety
-    /// `pool` is the address of a live `Pool<A>`.
-    unsafe fn raw_erased(pool: usize) -> RawStats {
-        // SAFETY: guaranteed by the caller (the registry holds live pools only).
-        unsafe { &*(pool as *const Self) }.raw_stats()
-    }
-
-    /// The heap in slot `i`, if created.
-    #[inline]
-    fn heap(&self, i: usize) -> Option<&Heap> {
-        let p = self.heaps.get(i)?.load(Ordering::Acquire);
-        // SAFETY: heap slots hold null or a heap that lives until the pool is dropped.
-        unsafe { p.as_ref() }
+        let uid = self.core().map_or(0, |c| c.uid);
+        self.uid.store(uid, Ordering::Relaxed);
+        uid
     }
 
     /// Creates the heap of slot `i` owned by `owner`; false if the slot is taken or out of memory.
-    fn create_heap(&self, i: usize, owner: u64) -> bool {
-        let Some(slot) = self.heaps.get(i) else {
+    fn create_heap(&self, core: &Core, i: usize, owner: u64) -> bool {
+        let Some(slot) = core.heaps.get(i) else {
             return false;
         };
         let layout = Layout::new::<Heap>();
@@ -269,6 +265,9 @@ impl<A: GlobalAlloc> Pool<A> {
     #[inline]
     fn ctx(&self) -> Option<Ctx<'_>> {
         let uid = self.uid();
+        if uid == 0 {
+            return None;
+        }
         if let Some(h) = local::cached(uid) {
             // SAFETY: cached heaps belong to pool `uid`, which is `self` (ids are never reused),
             // and live as long as it.
@@ -289,8 +288,9 @@ impl<A: GlobalAlloc> Pool<A> {
                 lock: None,
             });
         }
+        let core = self.core()?;
         if let Some(token) = local::token() {
-            if let Some(h) = self.claim(token) {
+            if let Some(h) = self.claim(core, token) {
                 local::remember(uid, h);
                 return Some(Ctx {
                     heap: h,
@@ -300,11 +300,11 @@ impl<A: GlobalAlloc> Pool<A> {
         }
         // The shared fallback heap.
         self.shared_lock.lock();
-        if self.heap(0).is_none() && !self.create_heap(0, OWNER_SHARED) {
+        if core.heap(0).is_none() && !self.create_heap(core, 0, OWNER_SHARED) {
             self.shared_lock.unlock();
             return None;
         }
-        match self.heap(0) {
+        match core.heap(0) {
             Some(heap) => Some(Ctx {
                 heap,
                 lock: Some(&self.shared_lock),
@@ -317,16 +317,16 @@ impl<A: GlobalAlloc> Pool<A> {
     }
 
     /// Finds or claims a heap for the thread with `token`.
-    fn claim(&self, token: u64) -> Option<&Heap> {
+    fn claim<'c>(&self, core: &'c Core, token: u64) -> Option<&'c Heap> {
         for i in 1..MAX_HEAPS {
-            if let Some(h) = self.heap(i) {
+            if let Some(h) = core.heap(i) {
                 if h.owner.load(Ordering::Acquire) == token {
                     return Some(h);
                 }
             }
         }
         for i in 1..MAX_HEAPS {
-            if let Some(h) = self.heap(i) {
+            if let Some(h) = core.heap(i) {
                 let o = h.owner.load(Ordering::Acquire);
                 if local::is_stale(o)
                     && h.owner
@@ -338,8 +338,8 @@ impl<A: GlobalAlloc> Pool<A> {
             }
         }
         for i in 1..MAX_HEAPS {
-            if self.heap(i).is_none() && self.create_heap(i, token) {
-                return self.heap(i);
+            if core.heap(i).is_none() && self.create_heap(core, i, token) {
+                return core.heap(i);
             }
         }
         None
@@ -366,28 +366,26 @@ impl<A: GlobalAlloc> Pool<A> {
         }
     }
 
-    /// Counters summed over all heaps, without allocating.
+    /// Counters summed over all heaps, without allocating, after applying the remote frees
+    /// that can be applied without waiting.
     fn raw_stats(&self) -> RawStats {
-        let uid = self.uid.load(Ordering::Acquire);
-        if uid != 0 {
-            if let Some(h) = local::cached(uid).or_else(|| local::cached_slow(uid)) {
-                // SAFETY: the cached heap is the current thread's own heap of this pool.
-                unsafe { self.drain(&*h) };
-            }
+        let Some(core) = self.core() else {
+            return RawStats::new(self.geo);
+        };
+        if let Some(h) = local::cached(core.uid).or_else(|| local::cached_slow(core.uid)) {
+            // SAFETY: the cached heap is the current thread's own heap of this pool.
+            unsafe { self.drain(&*h) };
         }
-        if let Some(h) = self.heap(0) {
+        if let Some(h) = core.heap(0) {
             if self.shared_lock.try_lock() {
                 // SAFETY: we hold the shared heap's lock.
                 unsafe { self.drain(h) };
                 self.shared_lock.unlock();
             }
         }
-        let mut raw = RawStats::new(self.geo);
-        for i in 0..MAX_HEAPS {
-            let Some(h) = self.heap(i) else { continue };
+        for h in (1..MAX_HEAPS).filter_map(|i| core.heap(i)) {
             let o = h.owner.load(Ordering::Acquire);
-            if i > 0
-                && local::is_stale(o)
+            if local::is_stale(o)
                 && h.owner
                     .compare_exchange(o, OWNER_STATS, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
@@ -396,19 +394,8 @@ impl<A: GlobalAlloc> Pool<A> {
                 unsafe { self.drain(h) };
                 h.owner.store(o, Ordering::Release);
             }
-            let c = &h.counters;
-            for k in 0..self.geo.nclasses.min(config::MAX_CLASSES) {
-                raw.blocks[k] += c.blocks[k].load(Ordering::Relaxed) as i64;
-                raw.pools[k] += c.pools[k].load(Ordering::Relaxed) as i64;
-            }
-            raw.unused_pools += c.unused_pools.load(Ordering::Relaxed) as i64;
-            raw.large_blocks += c.large_blocks.load(Ordering::Relaxed) as i64;
-            raw.large_bytes += c.large_bytes.load(Ordering::Relaxed) as i64;
         }
-        raw.arenas_total = self.arenas_total.load(Ordering::Relaxed);
-        raw.arenas_current = self.arenas_current.load(Ordering::Relaxed);
-        raw.arenas_highwater = self.arenas_highwater.load(Ordering::Relaxed);
-        raw
+        core.counters()
     }
 
     /// Counts a large block allocated (`d = 1`) or freed (`d = -1`) on the current thread's heap.
@@ -417,6 +404,13 @@ impl<A: GlobalAlloc> Pool<A> {
             bump(&ctx.heap.counters.large_blocks, blocks as u64);
             bump(&ctx.heap.counters.large_bytes, bytes as u64);
         }
+    }
+
+    /// `address_in_range`: whether `p` lies in one of this pool's arenas.
+    #[inline]
+    fn owns(&self, p: *mut u8) -> bool {
+        self.core()
+            .is_some_and(|c| c.map.contains(&self.geo, p as usize))
     }
 
     #[inline]
@@ -445,20 +439,25 @@ impl<A: GlobalAlloc> ArenaSource for Pool<A> {
         if p.is_null() {
             return p;
         }
-        if !self.map.mark(&self.inner, &self.geo, p as usize, true) {
+        let marked = self
+            .core()
+            .filter(|c| c.map.mark(&self.inner, &self.geo, p as usize, true));
+        let Some(core) = marked else {
             // SAFETY: `p` was just allocated with `layout` and never handed out.
             unsafe { self.inner.dealloc(p, layout) };
             return ptr::null_mut();
-        }
-        self.arenas_total.fetch_add(1, Ordering::Relaxed);
-        let cur = self.arenas_current.fetch_add(1, Ordering::Relaxed) + 1;
-        self.arenas_highwater.fetch_max(cur, Ordering::Relaxed);
+        };
+        core.arenas_total.fetch_add(1, Ordering::Relaxed);
+        let cur = core.arenas_current.fetch_add(1, Ordering::Relaxed) + 1;
+        core.arenas_highwater.fetch_max(cur, Ordering::Relaxed);
         p
     }
 
     unsafe fn arena_free(&self, base: *mut u8) {
-        self.map.mark(&self.inner, &self.geo, base as usize, false);
-        self.arenas_current.fetch_sub(1, Ordering::Relaxed);
+        if let Some(core) = self.core() {
+            core.map.mark(&self.inner, &self.geo, base as usize, false);
+            core.arenas_current.fetch_sub(1, Ordering::Relaxed);
+        }
         if let Ok(layout) = Layout::from_size_align(self.geo.arena_size, self.geo.pool_size) {
             // SAFETY: `base` came from `arena_alloc` with this layout (caller).
             unsafe { self.inner.dealloc(base, layout) };
@@ -495,7 +494,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if !self.map.contains(&self.geo, ptr as usize) {
+        if !self.owns(ptr) {
             // SAFETY: not in our arenas, so it came from `inner` with this layout.
             unsafe { self.inner.dealloc(ptr, layout) };
             self.count_large(-1, -(layout.size() as i64));
@@ -510,7 +509,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
                 return;
             }
         }
-        let Some(heap) = self.heap(owner as usize) else {
+        let Some(heap) = self.core().and_then(|c| c.heap(owner as usize)) else {
             return;
         };
         // SAFETY: the block is in use, at least 8 bytes and 8-aligned; we give it up.
@@ -518,7 +517,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if !self.map.contains(&self.geo, ptr as usize) {
+        if !self.owns(ptr) {
             // A block of the inner allocator stays there, even when it shrinks (CPython's rule).
             // SAFETY: same contract as ours; the block came from `inner` with `layout`.
             let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
@@ -554,23 +553,31 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
 /// in use become invalid, as with any allocator that goes away.
 impl<A: GlobalAlloc> Drop for Pool<A> {
     fn drop(&mut self) {
-        let uid = *self.uid.get_mut();
-        if uid != 0 {
-            stats::unregister(self as *const Self as usize, uid);
+        let p = *self.core.get_mut();
+        if p.is_null() {
+            return;
         }
+        // SAFETY: `p` is our core; `&mut self` means no thread uses the pool.
+        let uid = unsafe { (*p).uid };
+        stats::unregister(p as usize, uid);
         for i in 0..MAX_HEAPS {
-            let p = self.heaps[i].swap(ptr::null_mut(), Ordering::AcqRel);
-            if p.is_null() {
+            // SAFETY: as above.
+            let h = unsafe { (*p).heaps[i].swap(ptr::null_mut(), Ordering::AcqRel) };
+            if h.is_null() {
                 continue;
             }
-            // SAFETY: `&mut self`: no other thread uses the pool, so we own every heap; each was
-            // allocated by `inner` with `Layout::new::<Heap>()` in `create_heap`.
+            // SAFETY: we own every heap now; each was allocated by `inner` with
+            // `Layout::new::<Heap>()` in `create_heap`. `release_all` uses the core (still alive).
             unsafe {
-                (*(*p).state.get()).release_all(&*self);
-                self.inner.dealloc(p as *mut u8, Layout::new::<Heap>());
+                (*(*h).state.get()).release_all(&*self);
+                self.inner.dealloc(h as *mut u8, Layout::new::<Heap>());
             }
         }
-        // SAFETY: no other thread uses the pool; the map was built with these.
-        unsafe { self.map.free_all(&self.inner, &self.geo) };
+        // SAFETY: nobody else uses the map or the core; the core came from `inner` in `init`.
+        unsafe {
+            (*p).map.free_all(&self.inner, &self.geo);
+            self.inner.dealloc(p as *mut u8, Layout::new::<Core>());
+        }
+        *self.core.get_mut() = ptr::null_mut();
     }
 }

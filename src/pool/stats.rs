@@ -2,6 +2,7 @@
 
 use super::config::{Geometry, MAX_CLASSES};
 use super::local::SpinLock;
+use super::stable::Core;
 use std::cell::UnsafeCell;
 
 /// What a `Pool` holds, with the meaning of CPython's `sys._debugmallocstats()`.
@@ -125,15 +126,11 @@ impl RawStats {
     }
 }
 
-/// A live pool, seen through monomorphised functions.
+/// A live pool: the address of its `Core` and its id.
 #[derive(Clone, Copy)]
 pub(crate) struct Entry {
-    pub pool: usize,
+    pub core: usize,
     pub uid: u64,
-    /// Whether the address lies in one of the pool's arenas.
-    pub owns: unsafe fn(usize, usize) -> bool,
-    /// The pool's counters (no allocation).
-    pub raw: unsafe fn(usize) -> RawStats,
 }
 
 const SLOTS: usize = 64;
@@ -170,10 +167,10 @@ pub(crate) fn register(e: Entry) {
 }
 
 /// Forgets a pool (called from its `Drop`; waits for a `pool_stats` reading it).
-pub(crate) fn unregister(pool: usize, uid: u64) {
+pub(crate) fn unregister(core: usize, uid: u64) {
     with_registry(|es| {
         for s in es.iter_mut() {
-            if matches!(s, Some(e) if e.pool == pool && e.uid == uid) {
+            if matches!(s, Some(e) if e.core == core && e.uid == uid) {
                 *s = None;
             }
         }
@@ -184,8 +181,8 @@ pub(crate) fn unregister(pool: usize, uid: u64) {
 /// [`Pool`](crate::Pool) (directly, or wrapped by heapdelta's `Tracker` or any shim that hands out
 /// pointers inside the blocks it gets from the pool).
 ///
-/// Rule: every `Pool` registers itself (address and monomorphised accessors) on its first
-/// allocation and unregisters when dropped. `pool_stats` allocates one small probe block through
+/// Rule: every `Pool` registers itself on its first allocation (the address of its internal,
+/// never-moving state) and unregisters when dropped. `pool_stats` allocates one small probe block through
 /// the global allocator and returns the statistics of the registered pool whose arenas hold it.
 /// Pools used as plain values (replays, tests) never own the probe, so they are never mistaken
 /// for the global one. The probe is freed before the counters are read.
@@ -199,18 +196,19 @@ pub fn pool_stats() -> Option<PoolStats> {
     let addr = &*probe as *const u64 as usize;
     let found = with_registry(|es| {
         es.iter().flatten().copied().find(|e| {
-            // SAFETY: registered pools are alive while registered (they unregister in `Drop`,
-            // which waits for the lock we hold).
-            unsafe { (e.owns)(e.pool, addr) }
+            // SAFETY: registered cores are alive while registered (a pool unregisters in `Drop`,
+            // which waits for the lock we hold, before freeing its core).
+            let core = unsafe { &*(e.core as *const Core) };
+            core.map.contains(&core.geo, addr)
         })
     })?;
     drop(probe);
     let raw = with_registry(|es| {
         es.iter()
             .flatten()
-            .any(|e| e.pool == found.pool && e.uid == found.uid)
+            .any(|e| e.core == found.core && e.uid == found.uid)
             // SAFETY: as above: still registered, so still alive.
-            .then(|| unsafe { (found.raw)(found.pool) })
+            .then(|| unsafe { &*(found.core as *const Core) }.counters())
     })?;
     Some(raw.into_stats())
 }
