@@ -105,6 +105,7 @@ fn four_threads_with_cross_thread_frees_end_balanced() {
 fn heap_of_an_exited_thread_is_adopted_not_leaked() {
     static POOL: Pool = Pool::with_config(System, PoolConfig::CPYTHON);
     let layout = Layout::from_size_align(64, 8).unwrap();
+    // SAFETY: non-zero size; the block is freed once below.
     let keep = thread::spawn(move || Block(unsafe { POOL.alloc(layout) }, layout))
         .join()
         .unwrap();
@@ -112,11 +113,15 @@ fn heap_of_an_exited_thread_is_adopted_not_leaked() {
     assert_eq!(before.arenas_current, 1);
     // A new thread reuses the dead thread's heap (and its arena) instead of a new one.
     thread::spawn(move || {
-        let keep = keep; // move the whole `Block` (it is `Send`; its fields are not)
-                         // SAFETY: allocated by POOL with this layout; freeing from another thread is allowed.
-        unsafe { POOL.dealloc(keep.0, keep.1) };
-        let p = unsafe { POOL.alloc(layout) };
-        unsafe { POOL.dealloc(p, layout) };
+        // Move the whole `Block` (it is `Send`; its fields are not).
+        let keep = keep;
+        // SAFETY: allocated by POOL with this layout; freeing from another thread is allowed;
+        // the new block is freed once with its layout.
+        unsafe {
+            POOL.dealloc(keep.0, keep.1);
+            let p = POOL.alloc(layout);
+            POOL.dealloc(p, layout);
+        }
     })
     .join()
     .unwrap();

@@ -270,11 +270,9 @@ impl<A: GlobalAlloc> Pool<A> {
         }
         if let Some(h) = local::cached(uid) {
             // SAFETY: cached heaps belong to pool `uid`, which is `self` (ids are never reused),
-            // and live as long as it.
-            return Some(Ctx {
-                heap: unsafe { &*h },
-                lock: None,
-            });
+            // and live as long as it; the thread owns the heap, so access is exclusive.
+            let heap = unsafe { &*h };
+            return Some(Ctx { heap, lock: None });
         }
         self.ctx_slow(uid)
     }
@@ -283,10 +281,8 @@ impl<A: GlobalAlloc> Pool<A> {
     fn ctx_slow(&self, uid: u64) -> Option<Ctx<'_>> {
         if let Some(h) = local::cached_slow(uid) {
             // SAFETY: as in `ctx`.
-            return Some(Ctx {
-                heap: unsafe { &*h },
-                lock: None,
-            });
+            let heap = unsafe { &*h };
+            return Some(Ctx { heap, lock: None });
         }
         let core = self.core()?;
         if let Some(token) = local::token() {
@@ -448,7 +444,10 @@ impl<A: GlobalAlloc> ArenaSource for Pool<A> {
             return ptr::null_mut();
         };
         core.arenas_total.fetch_add(1, Ordering::Relaxed);
-        let cur = core.arenas_current.fetch_add(1, Ordering::Relaxed) + 1;
+        let cur = core
+            .arenas_current
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1);
         core.arenas_highwater.fetch_max(cur, Ordering::Relaxed);
         p
     }

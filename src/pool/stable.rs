@@ -49,12 +49,19 @@ impl Core {
         for h in (0..MAX_HEAPS).filter_map(|i| self.heap(i)) {
             let c = &h.counters;
             for k in 0..self.geo.nclasses.min(MAX_CLASSES) {
-                raw.blocks[k] += c.blocks[k].load(Ordering::Relaxed) as i64;
-                raw.pools[k] += c.pools[k].load(Ordering::Relaxed) as i64;
+                raw.blocks[k] =
+                    raw.blocks[k].wrapping_add(c.blocks[k].load(Ordering::Relaxed) as i64);
+                raw.pools[k] = raw.pools[k].wrapping_add(c.pools[k].load(Ordering::Relaxed) as i64);
             }
-            raw.unused_pools += c.unused_pools.load(Ordering::Relaxed) as i64;
-            raw.large_blocks += c.large_blocks.load(Ordering::Relaxed) as i64;
-            raw.large_bytes += c.large_bytes.load(Ordering::Relaxed) as i64;
+            raw.unused_pools = raw
+                .unused_pools
+                .wrapping_add(c.unused_pools.load(Ordering::Relaxed) as i64);
+            raw.large_blocks = raw
+                .large_blocks
+                .wrapping_add(c.large_blocks.load(Ordering::Relaxed) as i64);
+            raw.large_bytes = raw
+                .large_bytes
+                .wrapping_add(c.large_bytes.load(Ordering::Relaxed) as i64);
         }
         raw.arenas_total = self.arenas_total.load(Ordering::Relaxed);
         raw.arenas_current = self.arenas_current.load(Ordering::Relaxed);
