@@ -60,6 +60,11 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 ///
 /// A replay on one thread uses exactly one heap and matches CPython exactly.
 ///
+/// Threads beyond the heap slots (63 per pool) or the thread records (1,024 live threads), and
+/// threads whose thread-locals are being torn down, share one fallback heap under a short spin
+/// lock. After `fork()` the child keeps using its own heap; heaps owned by the parent's other
+/// threads are never adopted in the child (their memory stays reserved).
+///
 /// ```
 /// use std::alloc::{GlobalAlloc, Layout};
 /// let pool = heapdelta::Pool::new();

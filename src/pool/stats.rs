@@ -187,6 +187,11 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// Pools used as plain values (replays, tests) never own the probe, so they are never mistaken
 /// for the global one. The probe is freed before the counters are read.
 ///
+/// Unlike [`Pool::stats`](crate::Pool::stats), this reads the counters without applying pending
+/// cross-thread frees (blocks freed by one thread into another thread's heap count as in use
+/// until that heap's owner next allocates). Never deadlocks; allocates only the probe and the
+/// result, with no lock held.
+///
 /// ```
 /// // Here the global allocator is `System`, so there is no global pool.
 /// assert_eq!(heapdelta::pool_stats(), None);
