@@ -169,10 +169,14 @@ fn run(config: PoolConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
     pool.check_invariants().map_err(TestCaseError::fail)?;
     let s = pool.stats();
     prop_assert_eq!((s.bytes_in_use, s.large_blocks, s.large_bytes), (0, 0, 0));
-    prop_assert!(
-        s.arenas_current <= 1,
-        "at most one wholly free arena is kept"
-    );
+    if config.release_empty_arenas {
+        prop_assert!(
+            s.arenas_current <= 1,
+            "at most one wholly free arena is kept"
+        );
+    } else {
+        prop_assert_eq!(s.arenas_reclaimed, 0, "legacy pools never release an arena");
+    }
     Ok(())
 }
 
@@ -272,4 +276,23 @@ fn over_aligned_requests_pass_through() {
         pool.dealloc(p, l);
     }
     assert_eq!(pool.stats().arenas_current, 0);
+}
+
+/// `CPYTHON_LEGACY` (before Python 2.5) never gives an arena back, even when all are empty.
+#[test]
+fn legacy_pool_never_releases_arenas() {
+    let mut pool = Pool::with_config(System, PoolConfig::CPYTHON_LEGACY);
+    let layout = Layout::from_size_align(256, 8).unwrap();
+    // SAFETY: non-zero size; every pointer is freed once below with the same layout.
+    let ptrs: Vec<*mut u8> = (0..5_000).map(|_| unsafe { pool.alloc(layout) }).collect();
+    let peak = pool.stats().arenas_current;
+    assert!(peak > 1);
+    for p in ptrs {
+        // SAFETY: see above.
+        unsafe { pool.dealloc(p, layout) };
+    }
+    pool.check_invariants().unwrap();
+    let s = pool.stats();
+    assert_eq!((s.arenas_current, s.arenas_reclaimed), (peak, 0));
+    assert_eq!(s.unused_pools, peak * 64);
 }
