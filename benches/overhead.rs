@@ -6,6 +6,7 @@
 //! - `mixed_churn`: the same with sizes log-uniform over 8 B–64 KiB;
 //! - `small_churn_2t`: `small_churn` on two threads at once.
 //!
+//! Allocators: `System`, and `Tracker` over it with call sites off, exact, and sampled (512 KiB).
 //! After criterion's report, a table of ratios to `System` is printed.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -16,6 +17,11 @@ use criterion::{criterion_group, Criterion};
 use heapdelta::{CallSites, Tracker};
 
 static OFF: Tracker = Tracker::new().call_sites(CallSites::Off);
+static EXACT: Tracker = Tracker::new().call_sites(CallSites::Exact);
+static SAMPLED: Tracker = Tracker::new().call_sites(CallSites::Sampled { mean_bytes: 512 * 1024 });
+
+/// The allocators compared, by the names the ratio table uses.
+const IDS: [&str; 3] = ["tracker_off", "tracker_exact", "tracker_sampled"];
 
 const LIVE: usize = 1000;
 const OPS: u64 = 1000;
@@ -119,6 +125,8 @@ fn benches(c: &mut Criterion) {
     static SYSTEM: System = System;
     bench_allocator(c, "system", &SYSTEM);
     bench_allocator(c, "tracker_off", &OFF);
+    bench_allocator(c, "tracker_exact", &EXACT);
+    bench_allocator(c, "tracker_sampled", &SAMPLED);
 }
 
 fn config() -> Criterion {
@@ -147,7 +155,7 @@ fn main() {
         let Some(base) = estimate(group, "system") else {
             continue;
         };
-        for id in ["tracker_off"] {
+        for id in IDS {
             if let Some(t) = estimate(group, id) {
                 println!(
                     "  {group:<16} {id:<14} {:>6.2}x  ({:.1} ns/op vs {:.1})",
