@@ -2,7 +2,7 @@
 //! and of the unwinder fallback, at realistic depths.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use heapdelta::__bench::{
+use heapdelta::__internals::{
     capture, capture_hashed, capture_unwind, intern, intern_hashed, unwound_count,
 };
 use std::hint::black_box;

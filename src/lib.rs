@@ -13,6 +13,6 @@ mod pool;
 mod sizeclass;
 
 #[doc(hidden)]
-pub use callsite::bench_api as __bench;
+pub use callsite::internals as __internals;
 pub use callsite::{Frame, Site};
 pub use pool::{pool_stats, Pool, PoolConfig, PoolStats};

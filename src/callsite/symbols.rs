@@ -49,7 +49,7 @@ struct RawFrame {
 }
 
 /// The symbolised, trimmed site of `id` (cached).
-pub(crate) fn resolve(id: SiteId) -> Site {
+pub fn resolve(id: SiteId) -> Site {
     let mut cache = CACHE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -155,6 +155,8 @@ const STD_NAME_PREFIXES: &[&str] = &[
 ];
 
 fn origin(function: &str, file: Option<&str>, own_dir: &str) -> Origin {
+    // With full debug information the shims are named `__rustc::__rust_alloc`.
+    let function = function.strip_prefix("__rustc::").unwrap_or(function);
     if SHIM_PREFIXES.iter().any(|p| function.starts_with(p)) {
         return Origin::Allocator;
     }
@@ -424,6 +426,14 @@ mod tests {
             Origin::Allocator
         );
         assert_eq!(origin("__rust_realloc", None, "/x/"), Origin::Allocator);
+        assert_eq!(
+            origin(
+                "__rustc::__rust_alloc",
+                Some("/home/u/app/src/main.rs"),
+                "/x/"
+            ),
+            Origin::Allocator
+        );
     }
 
     #[test]
