@@ -113,15 +113,22 @@ fn innermost_is(site: &Site, function: &str) {
     assert_eq!(first.file.as_deref(), Some("tests/callsite_pipeline.rs"));
 }
 
+/// The derived type must be `expected`. Unoptimised builds name std's generic functions without
+/// their generic arguments (legacy mangling, no inlining), so there the only other acceptable
+/// answer is the honest `unknown` form, never another type.
+fn type_is(site: &Site, expected: &str, unknown: &str) {
+    let got = site.type_name();
+    if cfg!(debug_assertions) && got == unknown {
+        return;
+    }
+    assert_eq!(got, expected, "{site:#?}");
+}
+
 #[test]
-#[cfg_attr(
-    debug_assertions,
-    ignore = "unoptimised builds name generic frames without their arguments; run with --release"
-)]
 fn vec_macro_site_is_the_user_function_and_a_vec_of_f32() {
     let site = site_of(make_floats);
     innermost_is(&site, "make_floats");
-    assert_eq!(site.type_name(), "Vec<f32>");
+    type_is(&site, "Vec<f32>", "(unknown)");
 }
 
 #[test]
@@ -139,38 +146,26 @@ fn format_is_a_string() {
 }
 
 #[test]
-#[cfg_attr(
-    debug_assertions,
-    ignore = "unoptimised builds name generic frames without their arguments; run with --release"
-)]
 fn box_new_is_a_box() {
     let site = site_of(make_box);
     innermost_is(&site, "make_box");
-    assert_eq!(site.type_name(), "Box<[u64; 4]>");
+    type_is(&site, "Box<[u64; 4]>", "(unknown)");
 }
 
 #[test]
-#[cfg_attr(
-    debug_assertions,
-    ignore = "unoptimised builds name generic frames without their arguments; run with --release"
-)]
 fn hashmap_insert_is_the_map() {
     let mut map = HashMap::new();
     let key = String::from("k");
     let site = site_of(|| fill_map(&mut map, key));
     innermost_is(&site, "fill_map");
-    assert_eq!(site.type_name(), "HashMap<String, u32>");
+    type_is(&site, "HashMap<String, u32>", "HashMap<_, _>");
 }
 
 #[test]
-#[cfg_attr(
-    debug_assertions,
-    ignore = "unoptimised builds name generic frames without their arguments; run with --release"
-)]
 fn arc_new_is_an_arc() {
     let site = site_of(make_shared);
     innermost_is(&site, "make_shared");
-    assert_eq!(site.type_name(), "Arc<[u8; 24]>");
+    type_is(&site, "Arc<[u8; 24]>", "Arc<_>");
 }
 
 #[test]
@@ -179,14 +174,6 @@ fn vec_growth_is_a_vec_of_bytes() {
     let site = site_of(|| push_byte(&mut bytes));
     innermost_is(&site, "push_byte");
     assert_eq!(site.type_name(), "Vec<u8>");
-}
-
-#[test]
-#[cfg(debug_assertions)]
-fn without_generic_arguments_the_type_is_unknown_not_guessed() {
-    let site = site_of(make_box);
-    innermost_is(&site, "make_box");
-    assert_eq!(site.type_name(), "(unknown)");
 }
 
 #[test]
