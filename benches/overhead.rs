@@ -1,1 +1,161 @@
-fn main() {}
+//! heapdelta's overhead against the system allocator, as ratios measured in one run.
+//!
+//! Workloads (the same code for every allocator, called through `GlobalAlloc` directly):
+//! - `small_churn`: 1,000 live blocks of random sizes 8–512 B; each op frees one and allocates
+//!   a replacement;
+//! - `mixed_churn`: the same with sizes log-uniform over 8 B–64 KiB;
+//! - `small_churn_2t`: `small_churn` on two threads at once.
+//!
+//! After criterion's report, a table of ratios to `System` is printed.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, Criterion};
+use heapdelta::{CallSites, Tracker};
+
+static OFF: Tracker = Tracker::new().call_sites(CallSites::Off);
+
+const LIVE: usize = 1000;
+const OPS: u64 = 1000;
+
+struct Churn {
+    live: Vec<(*mut u8, Layout)>,
+    rng: u64,
+    log_sizes: bool,
+}
+
+impl Churn {
+    fn new<A: GlobalAlloc>(a: &A, log_sizes: bool, seed: u64) -> Churn {
+        let mut c = Churn {
+            live: Vec::with_capacity(LIVE),
+            rng: seed | 1,
+            log_sizes,
+        };
+        for _ in 0..LIVE {
+            let l = c.layout();
+            // SAFETY: non-zero size.
+            let p = unsafe { a.alloc(l) };
+            c.live.push((p, l));
+        }
+        c
+    }
+
+    fn next(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+
+    fn layout(&mut self) -> Layout {
+        let size = if self.log_sizes {
+            let r = self.next();
+            let bits = 3 + (r % 14) as u32; // 8 B .. 64 KiB
+            (1usize << bits) + ((r >> 8) as usize & ((1 << bits) - 1))
+        } else {
+            8 + (self.next() % 505) as usize
+        };
+        Layout::from_size_align(size.min(65536), 8).unwrap()
+    }
+
+    fn run<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
+        for _ in 0..ops {
+            let i = (self.next() % LIVE as u64) as usize;
+            let (p, l) = self.live[i];
+            // SAFETY: `p` is live with `l`.
+            unsafe { a.dealloc(p, l) };
+            let l = self.layout();
+            // SAFETY: non-zero size.
+            let p = unsafe { a.alloc(l) };
+            // SAFETY: the block has at least one byte.
+            unsafe { p.write(1) };
+            self.live[i] = (black_box(p), l);
+        }
+    }
+
+    fn free_all<A: GlobalAlloc>(self, a: &A) {
+        for (p, l) in self.live {
+            // SAFETY: `p` is live with `l`.
+            unsafe { a.dealloc(p, l) };
+        }
+    }
+}
+
+fn two_threads<A: GlobalAlloc + Sync>(a: &'static A, iters: u64) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            s.spawn(move || {
+                let mut c = Churn::new(a, false, 0x1234_5678 + t);
+                c.run(a, iters * OPS);
+                c.free_all(a);
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn bench_allocator<A: GlobalAlloc + Sync>(c: &mut Criterion, name: &str, a: &'static A) {
+    let mut g = c.benchmark_group("small_churn");
+    let mut churn = Churn::new(a, false, 42);
+    g.bench_function(name, |b| b.iter(|| churn.run(a, OPS)));
+    churn.free_all(a);
+    g.finish();
+
+    let mut g = c.benchmark_group("mixed_churn");
+    let mut churn = Churn::new(a, true, 42);
+    g.bench_function(name, |b| b.iter(|| churn.run(a, OPS)));
+    churn.free_all(a);
+    g.finish();
+
+    let mut g = c.benchmark_group("small_churn_2t");
+    g.bench_function(name, |b| b.iter_custom(|iters| two_threads(a, iters)));
+    g.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    static SYSTEM: System = System;
+    bench_allocator(c, "system", &SYSTEM);
+    bench_allocator(c, "tracker_off", &OFF);
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20)
+}
+
+criterion_group! { name = overhead; config = config(); targets = benches }
+
+/// Reads criterion's point estimate (mean, ns) for one benchmark of this run.
+fn estimate(group: &str, id: &str) -> Option<f64> {
+    let dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let path = format!("{dir}/criterion/{group}/{id}/new/estimates.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["mean"]["point_estimate"].as_f64()
+}
+
+fn main() {
+    overhead();
+    Criterion::default().configure_from_args().final_summary();
+    println!("\nratio to system (same run; mean time per {OPS} ops):");
+    for group in ["small_churn", "mixed_churn", "small_churn_2t"] {
+        let Some(base) = estimate(group, "system") else {
+            continue;
+        };
+        for id in ["tracker_off"] {
+            if let Some(t) = estimate(group, id) {
+                println!(
+                    "  {group:<16} {id:<14} {:>6.2}x  ({:.1} ns/op vs {:.1})",
+                    t / base,
+                    t / OPS as f64,
+                    base / OPS as f64
+                );
+            }
+        }
+    }
+}

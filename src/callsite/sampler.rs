@@ -13,7 +13,7 @@
 
 /// Per-thread sampling state. `const`-constructible, so it can live in a `const`-initialised
 /// thread-local.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Sampler {
     /// Bytes left before the next sampled byte; `<= 0` once crossed.
     bytes_until_sample: i64,

@@ -158,9 +158,9 @@ const STD_NAME_PREFIXES: &[&str] = &[
 ];
 
 fn origin(function: &str, file: Option<&str>, own_dir: &str) -> Origin {
-    // With full debug information the shims are named `__rustc::__rust_alloc`.
-    let function = function.strip_prefix("__rustc::").unwrap_or(function);
-    if SHIM_PREFIXES.iter().any(|p| function.starts_with(p)) {
+    // rustc 1.9x names the shims `__rustc::__rust_alloc` …
+    let bare = function.strip_prefix("__rustc::").unwrap_or(function);
+    if SHIM_PREFIXES.iter().any(|p| bare.starts_with(p)) {
         return Origin::Allocator;
     }
     if RUNTIME_NAMES.contains(&function)
@@ -225,15 +225,19 @@ fn build_site(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
     Site::with_type(kept, type_name)
 }
 
-/// Collapses consecutive frames of the same function and file into the innermost one.
+/// Folds recursion: when a function (same name and file) appears again further out, the frames
+/// from its inner occurrence out to the repeat are one trip around the recursion and are dropped,
+/// so every depth of a recursive path (direct, or through closures and iterator adapters) gives
+/// the same site.
 fn fold_recursion(frames: Vec<Frame>) -> Vec<Frame> {
     let mut out: Vec<Frame> = Vec::with_capacity(frames.len());
     for frame in frames {
-        let repeated = out
-            .last()
-            .is_some_and(|prev| prev.function == frame.function && prev.file == frame.file);
-        if !repeated {
-            out.push(frame);
+        let earlier = out
+            .iter()
+            .position(|prev| prev.function == frame.function && prev.file == frame.file);
+        match earlier {
+            Some(i) => out.truncate(i + 1),
+            None => out.push(frame),
         }
     }
     out
@@ -366,6 +370,47 @@ mod tests {
         let site = build_site(frames, Some("/home/u/app/"));
         let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["walk", "model::compose", "main"]);
+    }
+
+    #[test]
+    fn allocator_shims_with_the_rustc_prefix_are_trimmed() {
+        let mut frames = realistic_vec_push();
+        frames[1] = raw("__rustc::__rust_alloc", Some("/home/u/app/src/main.rs"), 3);
+        let site = build_site(frames, Some("/home/u/app/"));
+        assert_eq!(site.frames()[0].function, "model::compose");
+        assert_eq!(site.type_name(), "Vec<u8>");
+    }
+
+    #[test]
+    fn recursion_through_closures_and_iterators_is_folded_into_one_frame() {
+        let mut frames = realistic_vec_push();
+        // innermost first: the closure and the iterator adapter, then the recursive call
+        let level = [
+            raw(
+                "Node::forward::{{closure}}",
+                Some("/home/u/app/src/model.rs"),
+                41,
+            ),
+            raw(
+                "fold<f32>",
+                Some(&format!("{STD}/core/src/iter/adapters/map.rs")),
+                128,
+            ),
+            raw("Node::forward", Some("/home/u/app/src/model.rs"), 41),
+        ];
+        for _ in 0..3 {
+            for (k, f) in level.iter().enumerate() {
+                frames.insert(6 + k, f.clone());
+            }
+        }
+        frames.insert(
+            6,
+            raw("Node::forward", Some("/home/u/app/src/model.rs"), 40),
+        );
+        let site = build_site(frames, Some("/home/u/app/"));
+        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(names, ["Node::forward", "model::compose", "main"]);
+        assert_eq!(site.frames()[0].line, Some(40));
     }
 
     #[test]

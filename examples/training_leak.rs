@@ -1,0 +1,153 @@
+//! A training loop with a leak, the way Python users meet one: every step builds a computation
+//! graph whose forward pass stores hidden activations on its nodes, and a `history` list keeps
+//! every step's graph alive (as `total_loss += loss` does in PyTorch). heapdelta prints a line per
+//! step and, at the end, what grew and where.
+//!
+//! ```text
+//! cargo run --release --example training_leak            # the leak
+//! cargo run --release --example training_leak -- --fixed # activations cleared each step
+//! ```
+
+use std::process::ExitCode;
+
+#[global_allocator]
+static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+
+const HIDDEN: usize = 100;
+const BRANCHING: usize = 4;
+const DEPTH: usize = 3;
+
+/// One node of the step's computation graph.
+struct Node {
+    name: String,
+    weight: f32,
+    hidden: Option<Vec<f32>>,
+    children: Vec<Node>,
+}
+
+impl Node {
+    fn build(path: &str, depth: usize) -> Node {
+        let children = if depth == 0 {
+            Vec::new()
+        } else {
+            (0..BRANCHING)
+                .map(|i| Node::build(&format!("{path}.{i}"), depth - 1))
+                .collect()
+        };
+        Node {
+            name: path.to_string(),
+            weight: 0.5 + path.len() as f32 * 0.01,
+            hidden: None,
+            children,
+        }
+    }
+
+    /// Runs the node on `input` and keeps the activation for the backward pass.
+    fn forward(&mut self, input: &[f32]) -> f32 {
+        let activation: Vec<f32> = input.iter().map(|x| (x * self.weight).tanh()).collect();
+        let out = activation.iter().sum::<f32>() / HIDDEN as f32;
+        let child_out: f32 = self
+            .children
+            .iter_mut()
+            .map(|c| c.forward(&activation))
+            .sum();
+        self.hidden = Some(activation);
+        out + child_out
+    }
+
+    /// Drops the stored activations (what `--fixed` does after each step).
+    fn clear_activations(&mut self) {
+        self.hidden = None;
+        for c in &mut self.children {
+            c.clear_activations();
+        }
+    }
+
+    fn count(&self) -> usize {
+        1 + self.children.iter().map(Node::count).sum::<usize>()
+    }
+}
+
+/// What the loop keeps from each step.
+enum Kept {
+    /// The whole graph, activations included: the leak.
+    Graph(Box<Node>),
+    /// Only the loss value.
+    Loss(f32),
+}
+
+fn train_step(step: usize, fixed: bool, history: &mut Vec<Kept>) -> usize {
+    let mut graph = Node::build(&format!("step{step}"), DEPTH);
+    let input: Vec<f32> = (0..HIDDEN)
+        .map(|i| (i as f32 * 0.37 + step as f32).sin())
+        .collect();
+    let loss = graph.forward(&input);
+    let nodes = graph.count();
+    if fixed {
+        graph.clear_activations();
+        history.push(Kept::Loss(loss));
+    } else {
+        history.push(Kept::Graph(Box::new(graph)));
+    }
+    nodes
+}
+
+fn main() -> ExitCode {
+    let mut fixed = false;
+    let mut steps = 10usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--fixed" => fixed = true,
+            "--steps" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(n) if n > 0 => steps = n,
+                _ => {
+                    eprintln!("training_leak: --steps needs a positive number");
+                    return ExitCode::FAILURE;
+                }
+            },
+            other => {
+                eprintln!(
+                    "training_leak: unknown argument {other:?} (expected --fixed or --steps N)"
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!(
+        "training_leak: {steps} steps, {} ({} nodes per step, {HIDDEN}-float activations)\n",
+        if fixed {
+            "activations cleared after each step (--fixed)"
+        } else {
+            "every step's graph kept in `history` (the leak)"
+        },
+        Node::build("x", DEPTH).count(),
+    );
+    let mut history: Vec<Kept> = Vec::with_capacity(steps);
+    heapdelta::checkpoint("start");
+    for step in 1..=steps {
+        train_step(step, fixed, &mut history);
+        println!("{}\n", heapdelta::checkpoint(format!("step {step}")));
+    }
+    let timeline = heapdelta::timeline();
+    println!("{timeline}");
+    match timeline.between("step 1", &format!("step {steps}")) {
+        Ok(whole) => {
+            println!("what grew from step 1 to step {steps}:");
+            println!("{:>12} {:>10}  type", "live bytes", "blocks");
+            for t in whole.types().iter().filter(|t| t.live_bytes != 0).take(8) {
+                println!(
+                    "{:>12} {:>10}  {}",
+                    t.live_bytes, t.live_blocks, t.type_name
+                );
+            }
+            println!("{:>12} {:>10}  site", "live bytes", "blocks");
+            for s in whole.sites().iter().filter(|s| s.live_bytes != 0).take(8) {
+                println!("{:>12} {:>10}  {}", s.live_bytes, s.live_blocks, s.site);
+            }
+        }
+        Err(e) => println!("{e}"),
+    }
+    std::hint::black_box(&history);
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,132 @@
+//! Checkpoints: the epoch counter, the process-wide timeline, and the global queries.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use once_cell::sync::OnceCell;
+
+use crate::diff::{Delta, Timeline};
+use crate::snapshot::Snapshot;
+use crate::stats;
+use crate::thread;
+
+/// Number of checkpoints taken so far: blocks record the epoch they were born in.
+static EPOCH: AtomicU32 = AtomicU32::new(0);
+static TIMELINE: Mutex<Vec<Snapshot>> = Mutex::new(Vec::new());
+static START: OnceCell<(Instant, u64)> = OnceCell::new();
+
+/// The current checkpoint epoch.
+#[inline]
+pub(crate) fn epoch() -> u32 {
+    EPOCH.load(Ordering::Relaxed)
+}
+
+fn start() -> &'static (Instant, u64) {
+    START.get_or_init(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        (Instant::now(), now ^ (u64::from(std::process::id()) << 32))
+    })
+}
+
+/// An id for this process, so snapshots from other runs are recognised.
+pub(crate) fn run_id() -> u64 {
+    start().1
+}
+
+/// Seconds since heapdelta's clock started (the first snapshot).
+pub(crate) fn seconds() -> f64 {
+    start().0.elapsed().as_secs_f64()
+}
+
+fn timeline_lock() -> MutexGuard<'static, Vec<Snapshot>> {
+    TIMELINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The process's counters now.
+///
+/// ```
+/// let s = heapdelta::snapshot();
+/// println!("{} bytes live", s.totals().live_bytes);
+/// ```
+pub fn snapshot() -> Snapshot {
+    Snapshot::take(None, false)
+}
+
+/// Ends a step: freezes the counters into a snapshot labelled `label`, appends it to the
+/// timeline, starts a new epoch, and returns the growth since the previous checkpoint (or since
+/// the start, for the first one). Print it for the per-step line.
+///
+/// ```
+/// for step in 1..=3 {
+///     let work: Vec<u32> = (0..1000).collect();
+///     println!("{}", heapdelta::checkpoint(format!("step {step}")));
+///     drop(work);
+/// }
+/// ```
+pub fn checkpoint(label: impl Into<String>) -> Delta {
+    // The caller's string was counted; keep an uncounted copy so the timeline does not show up as
+    // growth of the step that created it.
+    let label: String = label.into();
+    let label = {
+        let owned: String = label;
+        thread::untracked(|| owned.as_str().to_owned())
+    };
+    let snap = Snapshot::take(Some(label), true);
+    EPOCH.fetch_add(1, Ordering::Relaxed);
+    thread::untracked(|| {
+        let mut tl = timeline_lock();
+        let delta = match tl.last() {
+            Some(prev) => snap.since(prev),
+            None => snap.since(&Snapshot::zero()),
+        };
+        tl.push(snap);
+        delta
+    })
+}
+
+/// Every checkpoint taken so far, with the growth detector.
+///
+/// ```
+/// heapdelta::checkpoint("start");
+/// println!("{}", heapdelta::timeline());
+/// ```
+pub fn timeline() -> Timeline {
+    thread::untracked(|| Timeline::new(timeline_lock().clone()))
+}
+
+/// Runs `f` and returns what the calling thread allocated and freed meanwhile (other threads'
+/// allocations are not counted, so this is safe inside tests that run in parallel).
+///
+/// ```
+/// let (v, growth) = heapdelta::measure(|| vec![0u8; 4096]);
+/// if heapdelta::is_installed() {
+///     assert_eq!(growth.live_bytes(), 4096);
+/// }
+/// # drop(v);
+/// ```
+pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
+    let Some(slot) = crate::is_installed().then(thread::own_slot).flatten() else {
+        let r = f();
+        return (
+            r,
+            thread::untracked(|| Delta::between(&Snapshot::zero(), &Snapshot::zero())),
+        );
+    };
+    let read = || {
+        thread::untracked(|| {
+            let raw = stats::read_one(slot);
+            Snapshot::from_raw(raw, None, epoch(), false)
+        })
+    };
+    let before = read();
+    let r = f();
+    let after = read();
+    let delta = thread::untracked(|| Delta::between(&before, &after).thread_only());
+    (r, delta)
+}

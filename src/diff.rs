@@ -1,0 +1,538 @@
+//! Diffs: `Delta` between two snapshots, and `Timeline` over all checkpoints with the growth
+//! detector.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::callsite::{self, Site, SiteId};
+use crate::checkpoint;
+use crate::error::Error;
+use crate::pool::PoolStats;
+use crate::scope;
+use crate::snapshot::{SiteCount, Snapshot, Totals};
+use crate::stats::{Counts, UNIT};
+use crate::thread;
+
+/// Growth at one call site between two snapshots.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SiteDelta {
+    /// Where the blocks were allocated.
+    pub site: Site,
+    /// Change in live bytes.
+    pub live_bytes: i64,
+    /// Change in live blocks.
+    pub live_blocks: i64,
+    /// Allocations made in the window.
+    pub allocs: u64,
+    /// Frees made in the window.
+    pub frees: u64,
+    /// Bytes allocated in the window.
+    pub allocated_bytes: u64,
+}
+
+/// Growth in one size class.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassDelta {
+    /// The class's largest request size.
+    pub size: usize,
+    /// Change in live bytes.
+    pub live_bytes: i64,
+    /// Change in live blocks.
+    pub live_blocks: i64,
+    /// Allocations in the window.
+    pub allocs: u64,
+    /// Frees in the window.
+    pub frees: u64,
+}
+
+/// Growth under one [`scope`](crate::scope) tag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TagDelta {
+    /// The tag.
+    pub tag: &'static str,
+    /// Change in live bytes.
+    pub live_bytes: i64,
+    /// Change in live blocks.
+    pub live_blocks: i64,
+    /// Bytes allocated in the window.
+    pub allocated_bytes: u64,
+}
+
+/// Growth by allocated type, derived from the call sites' symbols.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypeDelta {
+    /// `Vec<f32>`, `String`, … or `(unknown)`.
+    pub type_name: String,
+    /// Change in live bytes.
+    pub live_bytes: i64,
+    /// Change in live blocks.
+    pub live_blocks: i64,
+    /// Allocations in the window.
+    pub allocs: u64,
+}
+
+/// What happened to the blocks of one step (a window between two consecutive checkpoints).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Survivors {
+    /// Blocks born in the step and still alive at its end.
+    pub blocks: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Blocks born before the step and freed during it.
+    pub freed_older_blocks: u64,
+    /// Their bytes.
+    pub freed_older_bytes: u64,
+}
+
+/// A site's raw change, before symbols are resolved.
+#[derive(Clone, Debug)]
+enum SiteKey {
+    Id(SiteId),
+    Resolved(Site),
+}
+
+/// The growth between two snapshots. `Display` prints the per-step line, the top sites, types
+/// and size classes.
+///
+/// ```
+/// let before = heapdelta::snapshot();
+/// let kept: Vec<Vec<u8>> = (0..10).map(|_| vec![0; 100]).collect();
+/// let d = heapdelta::snapshot().since(&before);
+/// if heapdelta::is_installed() {
+///     assert!(d.live_bytes() >= 1000);
+/// }
+/// # drop(kept);
+/// ```
+#[derive(Debug)]
+pub struct Delta {
+    pub(crate) label: Option<String>,
+    pub(crate) from_label: Option<String>,
+    /// Process totals at the end, or `None` for a thread-only delta from `measure`.
+    pub(crate) after: Option<Totals>,
+    pub(crate) window: Counts,
+    pub(crate) survivors: Option<Survivors>,
+    pub(crate) classes: Vec<ClassDelta>,
+    pub(crate) tags: Vec<TagDelta>,
+    raw_sites: Vec<(SiteKey, Counts)>,
+    sites: OnceLock<Vec<SiteDelta>>,
+    types: OnceLock<Vec<TypeDelta>>,
+    pub(crate) pool: Option<PoolStats>,
+}
+
+fn diff(after: &Counts, before: &Counts) -> Counts {
+    Counts {
+        alloc_blocks: after.alloc_blocks.saturating_sub(before.alloc_blocks),
+        alloc_bytes: after.alloc_bytes.saturating_sub(before.alloc_bytes),
+        free_blocks: after.free_blocks.saturating_sub(before.free_blocks),
+        free_bytes: after.free_bytes.saturating_sub(before.free_bytes),
+    }
+}
+
+fn live_change(c: &Counts) -> (i64, i64) {
+    (
+        c.alloc_bytes as i64 - c.free_bytes as i64,
+        c.alloc_blocks as i64 - c.free_blocks as i64,
+    )
+}
+
+fn units_to_blocks(units: u64) -> u64 {
+    (units + UNIT / 2) / UNIT
+}
+
+impl Delta {
+    pub(crate) fn between(a: &Snapshot, b: &Snapshot) -> Delta {
+        let total = |s: &Snapshot| {
+            let mut c = Counts::default();
+            for k in &s.classes {
+                c.add(&k.counts);
+            }
+            c
+        };
+        let window = diff(&total(b), &total(a));
+        let young = (
+            b.young_free.0.saturating_sub(a.young_free.0),
+            b.young_free.1.saturating_sub(a.young_free.1),
+        );
+        let one_epoch = a.run == b.run && b.epoch == a.epoch + u32::from(a.checkpoint);
+        let survivors = one_epoch.then(|| Survivors {
+            blocks: window.alloc_blocks.saturating_sub(young.0),
+            bytes: window.alloc_bytes.saturating_sub(young.1),
+            freed_older_blocks: window.free_blocks.saturating_sub(young.0),
+            freed_older_bytes: window.free_bytes.saturating_sub(young.1),
+        });
+
+        let before: HashMap<u64, Counts> = a.classes.iter().map(|c| (c.size, c.counts)).collect();
+        let mut classes: Vec<ClassDelta> = b
+            .classes
+            .iter()
+            .map(|c| {
+                let d = diff(&c.counts, before.get(&c.size).unwrap_or(&Counts::default()));
+                let (live_bytes, live_blocks) = live_change(&d);
+                ClassDelta {
+                    size: c.size as usize,
+                    live_bytes,
+                    live_blocks,
+                    allocs: d.alloc_blocks,
+                    frees: d.free_blocks,
+                }
+            })
+            .filter(|c| c.allocs != 0 || c.frees != 0)
+            .collect();
+        classes.sort_by(|x, y| y.live_bytes.cmp(&x.live_bytes).then(x.size.cmp(&y.size)));
+
+        let before: HashMap<&str, Counts> =
+            a.tags.iter().map(|t| (t.tag.as_str(), t.counts)).collect();
+        let mut tags: Vec<TagDelta> = b
+            .tags
+            .iter()
+            .map(|t| {
+                let d = diff(
+                    &t.counts,
+                    before.get(t.tag.as_str()).unwrap_or(&Counts::default()),
+                );
+                let (live_bytes, live_blocks) = live_change(&d);
+                TagDelta {
+                    tag: scope::static_tag(&t.tag),
+                    live_bytes,
+                    live_blocks,
+                    allocated_bytes: d.alloc_bytes,
+                }
+            })
+            .filter(|t| t.allocated_bytes != 0 || t.live_bytes != 0)
+            .collect();
+        tags.sort_by(|x, y| y.live_bytes.cmp(&x.live_bytes).then(x.tag.cmp(y.tag)));
+
+        Delta {
+            label: b.label.clone(),
+            from_label: a.label.clone(),
+            after: Some(b.totals),
+            window,
+            survivors,
+            classes,
+            tags,
+            raw_sites: site_changes(a, b),
+            sites: OnceLock::new(),
+            types: OnceLock::new(),
+            pool: b.pool.clone(),
+        }
+    }
+
+    /// Marks a delta as covering one thread only (no process totals).
+    pub(crate) fn thread_only(mut self) -> Delta {
+        self.after = None;
+        self
+    }
+
+    /// The label of the later snapshot (the checkpoint that ended the step).
+    pub fn label(&self) -> Option<&str> {
+        self.label.as_deref()
+    }
+
+    /// Change in live bytes.
+    pub fn live_bytes(&self) -> i64 {
+        live_change(&self.window).0
+    }
+
+    /// Change in live blocks.
+    pub fn live_blocks(&self) -> i64 {
+        live_change(&self.window).1
+    }
+
+    /// Bytes allocated in the window (whether freed since or not).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.window.alloc_bytes
+    }
+
+    /// Blocks allocated in the window.
+    pub fn allocated_blocks(&self) -> u64 {
+        self.window.alloc_blocks
+    }
+
+    /// Process totals at the end of the window (`None` for a [`measure`](crate::measure) delta,
+    /// which covers one thread).
+    pub fn totals(&self) -> Option<Totals> {
+        self.after
+    }
+
+    /// For a window that is one step (between two consecutive checkpoints, or from the last
+    /// checkpoint to now): the blocks born in the step that are still alive, and the older blocks
+    /// freed in it. `None` for longer windows.
+    pub fn survivors(&self) -> Option<Survivors> {
+        self.survivors
+    }
+
+    /// Growth per call site, largest live-bytes growth first. Symbols are resolved on the first
+    /// call (and cached process-wide).
+    pub fn sites(&self) -> &[SiteDelta] {
+        self.sites
+            .get_or_init(|| thread::untracked(|| resolve_sites(&self.raw_sites)))
+    }
+
+    /// Growth per size class, largest live-bytes growth first.
+    pub fn size_classes(&self) -> &[ClassDelta] {
+        &self.classes
+    }
+
+    /// Growth per scope tag, largest live-bytes growth first.
+    pub fn tags(&self) -> &[TagDelta] {
+        &self.tags
+    }
+
+    /// Growth per allocated type (derived from the call sites' symbols), largest first.
+    pub fn types(&self) -> &[TypeDelta] {
+        self.types.get_or_init(|| {
+            thread::untracked(|| {
+                let mut by: HashMap<&str, TypeDelta> = HashMap::new();
+                for s in self.sites() {
+                    let t = by.entry(s.site.type_name()).or_insert_with(|| TypeDelta {
+                        type_name: s.site.type_name().to_string(),
+                        live_bytes: 0,
+                        live_blocks: 0,
+                        allocs: 0,
+                    });
+                    t.live_bytes += s.live_bytes;
+                    t.live_blocks += s.live_blocks;
+                    t.allocs += s.allocs;
+                }
+                let mut v: Vec<TypeDelta> = by.into_values().collect();
+                v.sort_by(|x, y| {
+                    y.live_bytes
+                        .cmp(&x.live_bytes)
+                        .then_with(|| x.type_name.cmp(&y.type_name))
+                });
+                v
+            })
+        })
+    }
+
+    /// The pool's statistics at the end of the window, when a [`Pool`](crate::Pool) is in use.
+    pub fn pool(&self) -> Option<&PoolStats> {
+        self.pool.as_ref()
+    }
+}
+
+/// Per-site changes from `a` to `b`, keyed by interned id within one run, by resolved site across
+/// runs (files).
+fn site_changes(a: &Snapshot, b: &Snapshot) -> Vec<(SiteKey, Counts)> {
+    let same_run = a.run == b.run && b.run == checkpoint::run_id();
+    let key = |s: &SiteCount| -> SiteKey {
+        match (&s.site, same_run) {
+            (Some(site), false) => SiteKey::Resolved(site.clone()),
+            (_, true) => SiteKey::Id(s.id),
+            (None, false) => SiteKey::Resolved(Site::unknown()),
+        }
+    };
+    if same_run {
+        let before: HashMap<SiteId, &Counts> = a.sites.iter().map(|s| (s.id, &s.counts)).collect();
+        b.sites
+            .iter()
+            .map(|s| {
+                (
+                    key(s),
+                    diff(
+                        &s.counts,
+                        before.get(&s.id).copied().unwrap_or(&Counts::default()),
+                    ),
+                )
+            })
+            .filter(|(_, c)| !c.is_zero())
+            .collect()
+    } else {
+        let mut before: HashMap<Site, Counts> = HashMap::new();
+        for s in &a.sites {
+            if let SiteKey::Resolved(site) = key(s) {
+                before.entry(site).or_default().add(&s.counts);
+            }
+        }
+        let mut after: HashMap<Site, Counts> = HashMap::new();
+        for s in &b.sites {
+            if let SiteKey::Resolved(site) = key(s) {
+                after.entry(site).or_default().add(&s.counts);
+            }
+        }
+        after
+            .into_iter()
+            .map(|(site, c)| {
+                let d = diff(&c, before.get(&site).unwrap_or(&Counts::default()));
+                (SiteKey::Resolved(site), d)
+            })
+            .filter(|(_, c)| !c.is_zero())
+            .collect()
+    }
+}
+
+/// Resolves, merges sites that resolve to the same logical site, converts units, and sorts.
+fn resolve_sites(raw: &[(SiteKey, Counts)]) -> Vec<SiteDelta> {
+    let mut merged: HashMap<Site, Counts> = HashMap::new();
+    for (key, c) in raw {
+        let site = match key {
+            SiteKey::Id(id) => callsite::resolve(*id),
+            SiteKey::Resolved(site) => site.clone(),
+        };
+        merged.entry(site).or_default().add(c);
+    }
+    let mut v: Vec<SiteDelta> = merged
+        .into_iter()
+        .map(|(site, c)| {
+            let allocs = units_to_blocks(c.alloc_blocks);
+            let frees = units_to_blocks(c.free_blocks);
+            SiteDelta {
+                site,
+                live_bytes: c.alloc_bytes as i64 - c.free_bytes as i64,
+                live_blocks: allocs as i64 - frees as i64,
+                allocs,
+                frees,
+                allocated_bytes: c.alloc_bytes,
+            }
+        })
+        .collect();
+    v.sort_by(|x, y| {
+        y.live_bytes
+            .cmp(&x.live_bytes)
+            .then_with(|| x.site.to_string().cmp(&y.site.to_string()))
+    });
+    v
+}
+
+/// A call site whose live bytes grew in most recent steps: the leak suspect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Growth {
+    /// The site.
+    pub site: Site,
+    /// In how many of the examined steps its live bytes rose.
+    pub steps_grown: usize,
+    /// How many steps were examined.
+    pub steps: usize,
+    /// Its live-bytes change over those steps.
+    pub live_bytes: i64,
+}
+
+/// Every checkpoint of the run, in order. `Display` prints one line per checkpoint and then the
+/// sites that grew at every recent step.
+///
+/// ```
+/// for step in 1..=3 {
+///     heapdelta::checkpoint(format!("step {step}"));
+/// }
+/// let t = heapdelta::timeline();
+/// assert_eq!(t.checkpoints().len(), 3);
+/// for g in t.growing() {
+///     println!("{} grew in {}/{} steps", g.site, g.steps_grown, g.steps);
+/// }
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timeline {
+    pub(crate) checkpoints: Vec<Snapshot>,
+}
+
+/// Steps the default growth detector looks at.
+pub const GROWTH_WINDOW: usize = 5;
+
+impl Timeline {
+    pub(crate) fn new(checkpoints: Vec<Snapshot>) -> Timeline {
+        Timeline { checkpoints }
+    }
+
+    /// The checkpoints, oldest first.
+    pub fn checkpoints(&self) -> &[Snapshot] {
+        &self.checkpoints
+    }
+
+    /// The growth of each step: from the start to the first checkpoint, then between consecutive
+    /// checkpoints.
+    pub fn steps(&self) -> Vec<Delta> {
+        let zero = Snapshot::zero();
+        let mut prev = &zero;
+        let mut out = Vec::with_capacity(self.checkpoints.len());
+        for c in &self.checkpoints {
+            out.push(c.since(prev));
+            prev = c;
+        }
+        out
+    }
+
+    /// The checkpoint labelled `label`.
+    pub fn find(&self, label: &str) -> Result<&Snapshot, Error> {
+        self.checkpoints
+            .iter()
+            .find(|c| c.label() == Some(label))
+            .ok_or_else(|| Error::UnknownLabel {
+                label: label.to_string(),
+                known: self
+                    .checkpoints
+                    .iter()
+                    .filter_map(|c| c.label().map(str::to_string))
+                    .collect(),
+            })
+    }
+
+    /// The growth between the checkpoints labelled `from` and `to`.
+    ///
+    /// ```
+    /// heapdelta::checkpoint("a");
+    /// heapdelta::checkpoint("b");
+    /// let t = heapdelta::timeline();
+    /// assert!(t.between("a", "b").is_ok());
+    /// assert!(t.between("a", "no such step").is_err());
+    /// ```
+    pub fn between(&self, from: &str, to: &str) -> Result<Delta, Error> {
+        Ok(self.find(to)?.since(self.find(from)?))
+    }
+
+    /// Sites whose live bytes rose in every one of the last 5 steps (or every step, when there
+    /// are fewer; at least 2 are needed).
+    pub fn growing(&self) -> Vec<Growth> {
+        let n = GROWTH_WINDOW.min(self.checkpoints.len().saturating_sub(1));
+        if n < 2 {
+            return Vec::new();
+        }
+        self.growing_in(n, n)
+    }
+
+    /// Sites whose live bytes rose in at least `k` of the last `n` steps, most steps first.
+    pub fn growing_in(&self, k: usize, n: usize) -> Vec<Growth> {
+        let n = n.min(self.checkpoints.len().saturating_sub(1));
+        if n == 0 || k == 0 || k > n {
+            return Vec::new();
+        }
+        let window = &self.checkpoints[self.checkpoints.len() - n - 1..];
+        thread::untracked(|| {
+            let series: Vec<HashMap<Site, i64>> = window.iter().map(live_by_site).collect();
+            let last = &series[series.len() - 1];
+            let mut out: Vec<Growth> = last
+                .iter()
+                .filter_map(|(site, &end)| {
+                    let at = |i: usize| series[i].get(site).copied().unwrap_or(0);
+                    let grown = (1..series.len()).filter(|&i| at(i) > at(i - 1)).count();
+                    (grown >= k).then(|| Growth {
+                        site: site.clone(),
+                        steps_grown: grown,
+                        steps: n,
+                        live_bytes: end - at(0),
+                    })
+                })
+                .collect();
+            out.sort_by(|x, y| {
+                y.steps_grown
+                    .cmp(&x.steps_grown)
+                    .then(y.live_bytes.cmp(&x.live_bytes))
+            });
+            out
+        })
+    }
+}
+
+/// Live bytes per resolved site in one snapshot.
+fn live_by_site(s: &Snapshot) -> HashMap<Site, i64> {
+    let mut m: HashMap<Site, i64> = HashMap::new();
+    let here = s.run == checkpoint::run_id();
+    for c in &s.sites {
+        let site = match (&c.site, here) {
+            (Some(site), _) => site.clone(),
+            (None, true) => callsite::resolve(c.id),
+            (None, false) => Site::unknown(),
+        };
+        *m.entry(site).or_default() += c.counts.live_bytes() as i64;
+    }
+    m
+}

@@ -1,0 +1,211 @@
+//! The terminal report: the per-step line and the tables under it.
+
+use std::fmt::{self, Display, Formatter};
+
+use crate::diff::{Delta, Timeline};
+
+/// Sites, types and classes listed under a step line.
+const TOP: usize = 5;
+
+/// `1,234,567`.
+pub(crate) fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// `+1,234` / `-56`.
+pub(crate) fn signed(n: i64) -> String {
+    let sign = if n < 0 { '-' } else { '+' };
+    format!("{sign}{}", thousands(n.unsigned_abs()))
+}
+
+/// `512 B`, `1.5 KiB`, `112.4 MiB`, `1.18 GiB`.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit >= 2 {
+        format!("{v:.2} {}", UNITS[unit])
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// `+1.5 KiB` / `-512 B`.
+pub(crate) fn signed_bytes(n: i64) -> String {
+    let sign = if n < 0 { '-' } else { '+' };
+    format!("{sign}{}", bytes(n.unsigned_abs()))
+}
+
+impl Delta {
+    /// The one-line summary: `| step 3 | live 1.18 GiB | added +112.4 MiB | blocks 6,219 (+2,163) | peak 1.20 GiB |`.
+    ///
+    /// ```
+    /// let d = heapdelta::checkpoint("step 1");
+    /// assert!(d.summary().starts_with("| step 1 |"));
+    /// ```
+    pub fn summary(&self) -> String {
+        let label = self.label().unwrap_or(if self.after.is_some() {
+            "now"
+        } else {
+            "measure"
+        });
+        let mut s = format!("| {label} |");
+        match self.after {
+            Some(t) => {
+                s += &format!(
+                    " live {} | added {} | blocks {} ({}) | peak {} |",
+                    bytes(t.live_bytes),
+                    signed_bytes(self.live_bytes()),
+                    thousands(t.live_blocks),
+                    signed(self.live_blocks()),
+                    bytes(t.peak_bytes)
+                );
+                if let Some(p) = &self.pool {
+                    s += &format!(" reserved {} |", bytes(p.bytes_reserved));
+                }
+            }
+            None => {
+                s += &format!(
+                    " added {} | blocks {} | allocated {} in {} blocks |",
+                    signed_bytes(self.live_bytes()),
+                    signed(self.live_blocks()),
+                    bytes(self.allocated_bytes()),
+                    thousands(self.allocated_blocks())
+                );
+            }
+        }
+        s
+    }
+}
+
+impl Display for Delta {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.summary())?;
+        if let Some(s) = self.survivors() {
+            writeln!(
+                f,
+                "   born this step and still live: {} blocks, {}; older blocks freed: {}, {}",
+                thousands(s.blocks),
+                bytes(s.bytes),
+                thousands(s.freed_older_blocks),
+                bytes(s.freed_older_bytes)
+            )?;
+        }
+        let sites: Vec<_> = self
+            .sites()
+            .iter()
+            .filter(|s| s.live_bytes > 0)
+            .take(TOP)
+            .collect();
+        for s in &sites {
+            let avg = if s.allocs > 0 {
+                s.allocated_bytes / s.allocs
+            } else {
+                0
+            };
+            writeln!(
+                f,
+                "   {:>11} {:>9} blk  {}  [{}, ~{}/blk]",
+                signed_bytes(s.live_bytes),
+                signed(s.live_blocks),
+                s.site,
+                s.site.type_name(),
+                bytes(avg)
+            )?;
+        }
+        let types: Vec<String> = self
+            .types()
+            .iter()
+            .filter(|t| t.live_blocks != 0 && t.type_name != "(unknown)")
+            .take(TOP)
+            .map(|t| format!("{} {} blk", t.type_name, signed(t.live_blocks)))
+            .collect();
+        if !types.is_empty() {
+            writeln!(f, "   types: {}", types.join(" | "))?;
+        }
+        let classes: Vec<String> = self
+            .size_classes()
+            .iter()
+            .filter(|c| c.live_bytes != 0)
+            .take(TOP)
+            .map(|c| {
+                format!(
+                    "{} B {} ({} blk)",
+                    thousands(c.size as u64),
+                    signed_bytes(c.live_bytes),
+                    signed(c.live_blocks)
+                )
+            })
+            .collect();
+        if !classes.is_empty() {
+            write!(f, "   classes: {}", classes.join(" | "))?;
+        }
+        Ok(())
+    }
+}
+
+impl Display for Timeline {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let growing = self.growing();
+        if growing.is_empty() {
+            writeln!(f, "growing at every step: none")?;
+        } else {
+            writeln!(
+                f,
+                "growing at every step (last {} steps):",
+                growing[0].steps
+            )?;
+            for g in &growing {
+                writeln!(
+                    f,
+                    "   {:>11} over {} steps  {}  [{}]",
+                    signed_bytes(g.live_bytes),
+                    g.steps,
+                    g.site,
+                    g.site.type_name()
+                )?;
+            }
+        }
+        for step in self.steps() {
+            writeln!(f, "{}", step.summary())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_are_separated_with_commas() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(6219), "6,219");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn bytes_use_binary_units() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(112 * 1024 * 1024 + 400 * 1024), "112.4 MiB");
+        assert_eq!(bytes(1_267_000_000), "1.18 GiB");
+        assert_eq!(signed_bytes(-2048), "-2.0 KiB");
+    }
+}

@@ -1,0 +1,104 @@
+//! Scopes: tag the allocations a piece of code makes, e.g. per pipeline stage.
+
+use std::collections::HashSet;
+use std::marker::PhantomData;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::stats::MAX_TAGS;
+use crate::thread;
+
+/// Registered tags; index 0 is "no tag" and the last index collects every tag past the limit.
+static TAGS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+/// Tag names read back from files, made `'static` once each.
+static LEAKED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+
+/// The name reports use for allocations past the tag limit.
+pub const OVERFLOW_TAG: &str = "(other tags)";
+
+fn tags() -> MutexGuard<'static, Vec<&'static str>> {
+    TAGS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn index_of(tag: &'static str) -> u8 {
+    thread::untracked(|| {
+        let mut tags = tags();
+        if tags.is_empty() {
+            tags.push("");
+        }
+        if let Some(i) = tags.iter().position(|t| *t == tag) {
+            return i as u8;
+        }
+        if tags.len() < MAX_TAGS - 1 {
+            tags.push(tag);
+            (tags.len() - 1) as u8
+        } else {
+            (MAX_TAGS - 1) as u8
+        }
+    })
+}
+
+/// The name of tag index `i`.
+pub(crate) fn tag_name(i: usize) -> &'static str {
+    if i == MAX_TAGS - 1 {
+        return OVERFLOW_TAG;
+    }
+    tags().get(i).copied().unwrap_or("")
+}
+
+/// A `'static` copy of a tag name read from a file (each distinct name is kept once).
+pub(crate) fn static_tag(name: &str) -> &'static str {
+    if let Some(t) = tags().iter().find(|t| **t == name) {
+        return t;
+    }
+    if name == OVERFLOW_TAG {
+        return OVERFLOW_TAG;
+    }
+    let mut leaked = LEAKED.lock().unwrap_or_else(|p| p.into_inner());
+    let set = leaked.get_or_insert_with(HashSet::new);
+    if let Some(t) = set.get(name) {
+        return t;
+    }
+    let t: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    set.insert(t);
+    t
+}
+
+/// Counts the calling thread's allocations under `tag` until the guard is dropped. Scopes nest;
+/// an allocation is counted under the innermost tag. Up to 62 distinct tags are told apart; later
+/// ones are counted together as `(other tags)`.
+///
+/// ```
+/// let _g = heapdelta::scope("parse");
+/// let tokens: Vec<String> = "a b c".split(' ').map(String::from).collect();
+/// # drop(tokens);
+/// ```
+pub fn scope(tag: &'static str) -> ScopeGuard {
+    let index = index_of(tag);
+    ScopeGuard {
+        previous: thread::set_tag(index),
+        _not_send: PhantomData,
+    }
+}
+
+/// Ends a [`scope`] when dropped, restoring the enclosing tag.
+///
+/// ```
+/// {
+///     let _outer = heapdelta::scope("load");
+///     {
+///         let _inner = heapdelta::scope("decode");
+///     } // back to "load"
+/// }
+/// ```
+#[must_use = "the scope ends when the guard is dropped"]
+#[derive(Debug)]
+pub struct ScopeGuard {
+    previous: u8,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for ScopeGuard {
+    fn drop(&mut self) {
+        thread::set_tag(self.previous);
+    }
+}

@@ -1,0 +1,254 @@
+//! `Snapshot`: the counters frozen at one moment, and `Totals`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::callsite::{self, Site, SiteId};
+use crate::checkpoint;
+use crate::diff::Delta;
+use crate::pool::{pool_stats, PoolStats};
+use crate::scope;
+use crate::sizeclass::class_size;
+use crate::stats::{self, Counts, Raw};
+use crate::thread;
+
+/// Process-wide totals. Byte figures are the bytes the program asked for (`Layout::size`), never
+/// the tracker's header.
+///
+/// ```
+/// let t = heapdelta::snapshot().totals();
+/// assert!(t.live_bytes <= t.total_bytes);
+/// assert!(t.live_bytes <= t.peak_bytes);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Bytes in live blocks.
+    pub live_bytes: u64,
+    /// Live blocks.
+    pub live_blocks: u64,
+    /// Highest `live_bytes` since the start.
+    pub peak_bytes: u64,
+    /// Live blocks at the moment of the peak.
+    pub peak_blocks: u64,
+    /// Bytes ever allocated.
+    pub total_bytes: u64,
+    /// Blocks ever allocated.
+    pub total_blocks: u64,
+}
+
+/// One size class's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ClassCount {
+    pub size: u64,
+    #[serde(flatten)]
+    pub counts: Counts,
+}
+
+/// One scope tag's counters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TagCount {
+    pub tag: String,
+    #[serde(flatten)]
+    pub counts: Counts,
+}
+
+/// One call site's counters (block figures in `stats::UNIT`s, so sampled estimates keep their
+/// fractions).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SiteCount {
+    /// Interned id, meaningful only within the run that took the snapshot.
+    pub id: SiteId,
+    /// The resolved site: filled when the snapshot is written or read back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<Site>,
+    #[serde(flatten)]
+    pub counts: Counts,
+    /// Frees of blocks born in the epoch they were freed in: (blocks in units, bytes).
+    pub young_free: (u64, u64),
+}
+
+/// The heap's counters at one moment: totals, size classes, scope tags and call sites.
+///
+/// ```
+/// let before = heapdelta::snapshot();
+/// let v = vec![1u64; 100];
+/// let growth = heapdelta::snapshot().since(&before);
+/// # drop(v);
+/// // Without the tracker installed every figure is zero.
+/// assert!(growth.live_bytes() >= 0 || !heapdelta::is_installed());
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub(crate) label: Option<String>,
+    /// Checkpoint epoch during which the counters were read.
+    pub(crate) epoch: u32,
+    /// Whether this snapshot closed its epoch (a checkpoint).
+    pub(crate) checkpoint: bool,
+    /// Identifies the process that took it (site ids are only comparable within one run).
+    pub(crate) run: u64,
+    /// Seconds since the process's first snapshot or allocation record.
+    pub(crate) seconds: f64,
+    pub(crate) totals: Totals,
+    /// Frees of blocks born in the epoch they were freed in: (blocks, bytes).
+    pub(crate) young_free: (u64, u64),
+    pub(crate) classes: Vec<ClassCount>,
+    pub(crate) tags: Vec<TagCount>,
+    pub(crate) sites: Vec<SiteCount>,
+    pub(crate) pool: Option<PoolStats>,
+}
+
+impl Snapshot {
+    /// Totals at the moment the snapshot was taken.
+    ///
+    /// ```
+    /// let live = heapdelta::snapshot().totals().live_bytes;
+    /// # let _ = live;
+    /// ```
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    /// The growth from `earlier` to this snapshot.
+    ///
+    /// ```
+    /// let a = heapdelta::snapshot();
+    /// let b = heapdelta::snapshot();
+    /// println!("{}", b.since(&a));
+    /// ```
+    pub fn since(&self, earlier: &Snapshot) -> Delta {
+        Delta::between(earlier, self)
+    }
+
+    /// The checkpoint label, if this snapshot was taken by [`checkpoint`](crate::checkpoint).
+    ///
+    /// ```
+    /// assert_eq!(heapdelta::snapshot().label(), None);
+    /// ```
+    pub fn label(&self) -> Option<&str> {
+        self.label.as_deref()
+    }
+
+    /// The pool's statistics at that moment, when a [`Pool`](crate::Pool) is the global
+    /// allocator (alone or under the tracker).
+    ///
+    /// ```
+    /// // With the system allocator there is no pool.
+    /// assert!(heapdelta::snapshot().pool().is_none());
+    /// ```
+    pub fn pool(&self) -> Option<&PoolStats> {
+        self.pool.as_ref()
+    }
+
+    /// An empty snapshot: the state before the first allocation.
+    pub(crate) fn zero() -> Snapshot {
+        Snapshot {
+            label: None,
+            epoch: 0,
+            checkpoint: false,
+            run: checkpoint::run_id(),
+            seconds: 0.0,
+            totals: Totals::default(),
+            young_free: (0, 0),
+            classes: Vec::new(),
+            tags: Vec::new(),
+            sites: Vec::new(),
+            pool: None,
+        }
+    }
+
+    /// Reads the process-wide counters now.
+    pub(crate) fn take(label: Option<String>, closes_epoch: bool) -> Snapshot {
+        thread::untracked(|| {
+            let epoch = checkpoint::epoch();
+            let raw = stats::read_all();
+            let mut s = Snapshot::from_raw(raw, label, epoch, closes_epoch);
+            let (peak_bytes, peak_blocks) = stats::peak();
+            if peak_bytes >= s.totals.live_bytes {
+                s.totals.peak_bytes = peak_bytes;
+                s.totals.peak_blocks = peak_blocks;
+            }
+            s.pool = pool_stats();
+            s
+        })
+    }
+
+    /// Builds a snapshot from raw counters (peak = live; the caller fills in the real peak).
+    pub(crate) fn from_raw(
+        raw: Raw,
+        label: Option<String>,
+        epoch: u32,
+        closes_epoch: bool,
+    ) -> Snapshot {
+        let mut all = Counts::default();
+        let classes: Vec<ClassCount> = raw
+            .classes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.is_zero())
+            .map(|(i, c)| {
+                all.add(c);
+                ClassCount {
+                    size: class_size(i),
+                    counts: *c,
+                }
+            })
+            .collect();
+        let tags = raw
+            .tags
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.is_zero())
+            .map(|(i, c)| TagCount {
+                tag: scope::tag_name(i).to_string(),
+                counts: *c,
+            })
+            .collect();
+        let sites = raw
+            .sites
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.counts.is_zero())
+            .map(|(i, c)| SiteCount {
+                id: i as SiteId,
+                site: None,
+                counts: c.counts,
+                young_free: c.young_free,
+            })
+            .collect();
+        let live_bytes = all.live_bytes();
+        let live_blocks = all.live_blocks();
+        Snapshot {
+            label,
+            epoch,
+            checkpoint: closes_epoch,
+            run: checkpoint::run_id(),
+            seconds: checkpoint::seconds(),
+            totals: Totals {
+                live_bytes,
+                live_blocks,
+                peak_bytes: live_bytes,
+                peak_blocks: live_blocks,
+                total_bytes: all.alloc_bytes,
+                total_blocks: all.alloc_blocks,
+            },
+            young_free: raw.young_free,
+            classes,
+            tags,
+            sites,
+            pool: None,
+        }
+    }
+
+    /// Fills in every site's resolved frames (for writing to a file).
+    pub(crate) fn resolve_sites(&mut self) {
+        if self.run != checkpoint::run_id() {
+            return;
+        }
+        thread::untracked(|| {
+            for s in &mut self.sites {
+                if s.site.is_none() {
+                    s.site = Some(callsite::resolve(s.id));
+                }
+            }
+        })
+    }
+}

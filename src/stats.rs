@@ -1,0 +1,482 @@
+//! Counters: one block of counters per thread ("slot"), summed when a snapshot is taken.
+//!
+//! Each thread claims a slot on its first allocation and is then the only writer of that slot, so
+//! a counter update is a plain load and store: no shared cache line is written per allocation.
+//! Slots are never cleared; a thread that exits releases its slot and the next thread to claim it
+//! keeps adding to the same monotonic counters. Slot 0 is shared: it is used when every slot is
+//! taken and by threads whose thread-local state is already destroyed, and is updated with atomic
+//! read-modify-writes.
+//!
+//! Every counter is monotonic (allocations and frees are counted separately). For each counter
+//! group (a size class, a tag, a chunk of sites) a reader loads the "free" counters of every slot
+//! before the "alloc" counters. A free can only be observed after the allocation of the same block
+//! (same class, tag and site) happened, so live figures computed this way are never negative, even
+//! while other threads run; they can only include a few operations that other threads completed
+//! during those few loads.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use crate::sizeclass::NUM_CLASSES;
+
+/// Thread slots, slot 0 being the shared one.
+pub const MAX_SLOTS: usize = 256;
+/// Scope tags that can be told apart (index 0 means "no tag").
+pub const MAX_TAGS: usize = 64;
+/// Sites per lazily allocated chunk of a slot's site table.
+const SITE_CHUNK: usize = 1024;
+/// Chunks per slot: the site table holds this many × `SITE_CHUNK` ids.
+const SITE_DIR: usize = 1024;
+/// One block in fixed point, so sampled estimates can carry fractional weights.
+pub const UNIT: u64 = 1 << 16;
+/// A thread folds its running live-bytes change into the global figure used for the peak every
+/// time the change reaches this size.
+const FLUSH_BYTES: i64 = 256 * 1024;
+
+/// A monotonic counter with a single writer (or atomic adds in the shared slot).
+struct Cnt(AtomicU64);
+
+impl Cnt {
+    const fn new() -> Self {
+        Cnt(AtomicU64::new(0))
+    }
+
+    #[inline]
+    fn add(&self, v: u64, shared: bool) {
+        if shared {
+            self.0.fetch_add(v, Ordering::Release);
+        } else {
+            let old = self.0.load(Ordering::Relaxed);
+            self.0.store(old.wrapping_add(v), Ordering::Release);
+        }
+    }
+
+    #[inline]
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+struct Quad {
+    alloc_blocks: Cnt,
+    alloc_bytes: Cnt,
+    free_blocks: Cnt,
+    free_bytes: Cnt,
+}
+
+impl Quad {
+    const fn new() -> Self {
+        Quad {
+            alloc_blocks: Cnt::new(),
+            alloc_bytes: Cnt::new(),
+            free_blocks: Cnt::new(),
+            free_bytes: Cnt::new(),
+        }
+    }
+}
+
+/// Plain counts read from the counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Blocks allocated.
+    pub alloc_blocks: u64,
+    /// Bytes allocated.
+    pub alloc_bytes: u64,
+    /// Blocks freed.
+    pub free_blocks: u64,
+    /// Bytes freed.
+    pub free_bytes: u64,
+}
+
+impl Counts {
+    /// Live blocks (never negative when read as `stats` reads them).
+    pub fn live_blocks(&self) -> u64 {
+        self.alloc_blocks.wrapping_sub(self.free_blocks)
+    }
+
+    /// Live bytes.
+    pub fn live_bytes(&self) -> u64 {
+        self.alloc_bytes.wrapping_sub(self.free_bytes)
+    }
+
+    /// Whether nothing was ever counted.
+    pub fn is_zero(&self) -> bool {
+        *self == Counts::default()
+    }
+
+    /// Adds `other` to `self`.
+    pub fn add(&mut self, other: &Counts) {
+        self.alloc_blocks = self.alloc_blocks.wrapping_add(other.alloc_blocks);
+        self.alloc_bytes = self.alloc_bytes.wrapping_add(other.alloc_bytes);
+        self.free_blocks = self.free_blocks.wrapping_add(other.free_blocks);
+        self.free_bytes = self.free_bytes.wrapping_add(other.free_bytes);
+    }
+}
+
+/// Per-site counters; block counts are in `UNIT`s so sampled weights can be fractional.
+struct SiteCnt {
+    counts: Quad,
+    young_free_units: Cnt,
+    young_free_bytes: Cnt,
+}
+
+type SiteChunk = [SiteCnt; SITE_CHUNK];
+
+/// Counts for one call site as read by a snapshot (block figures in `UNIT`s).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiteCounts {
+    /// Allocations and frees (blocks in `UNIT`s).
+    pub counts: Counts,
+    /// Frees of blocks born in the epoch they were freed in (blocks in `UNIT`s).
+    pub young_free: (u64, u64),
+}
+
+/// One thread's counters.
+pub struct Slot {
+    claimed: AtomicBool,
+    shared: bool,
+    classes: [Quad; NUM_CLASSES],
+    tags: [Quad; MAX_TAGS],
+    young_free_blocks: Cnt,
+    young_free_bytes: Cnt,
+    sites: [AtomicPtr<SiteChunk>; SITE_DIR],
+}
+
+impl Slot {
+    const fn new(shared: bool) -> Self {
+        Slot {
+            claimed: AtomicBool::new(shared),
+            shared,
+            classes: [const { Quad::new() }; NUM_CLASSES],
+            tags: [const { Quad::new() }; MAX_TAGS],
+            young_free_blocks: Cnt::new(),
+            young_free_bytes: Cnt::new(),
+            sites: [const { AtomicPtr::new(ptr::null_mut()) }; SITE_DIR],
+        }
+    }
+
+    /// Counts an allocation of `size` bytes in class `class` under `tag`.
+    #[inline]
+    pub fn alloc(&self, class: usize, size: u64, tag: u8) {
+        let s = self.shared;
+        if let Some(q) = self.classes.get(class) {
+            q.alloc_blocks.add(1, s);
+            q.alloc_bytes.add(size, s);
+        }
+        if tag != 0 {
+            if let Some(q) = self.tags.get(tag as usize) {
+                q.alloc_blocks.add(1, s);
+                q.alloc_bytes.add(size, s);
+            }
+        }
+    }
+
+    /// Counts a free; `young` when the block was born in the current epoch.
+    #[inline]
+    pub fn free(&self, class: usize, size: u64, tag: u8, young: bool) {
+        let s = self.shared;
+        if let Some(q) = self.classes.get(class) {
+            q.free_blocks.add(1, s);
+            q.free_bytes.add(size, s);
+        }
+        if tag != 0 {
+            if let Some(q) = self.tags.get(tag as usize) {
+                q.free_blocks.add(1, s);
+                q.free_bytes.add(size, s);
+            }
+        }
+        if young {
+            self.young_free_blocks.add(1, s);
+            self.young_free_bytes.add(size, s);
+        }
+    }
+
+    /// Counts an allocation at `site` with weight `units` (blocks × `UNIT`) and `bytes`.
+    #[inline]
+    pub fn site_alloc(&self, site: u32, units: u64, bytes: u64) {
+        if let Some(c) = self.site(site) {
+            c.counts.alloc_blocks.add(units, self.shared);
+            c.counts.alloc_bytes.add(bytes, self.shared);
+        }
+    }
+
+    /// Counts a free at `site` with the same weight its allocation had.
+    #[inline]
+    pub fn site_free(&self, site: u32, units: u64, bytes: u64, young: bool) {
+        if let Some(c) = self.site(site) {
+            let s = self.shared;
+            c.counts.free_blocks.add(units, s);
+            c.counts.free_bytes.add(bytes, s);
+            if young {
+                c.young_free_units.add(units, s);
+                c.young_free_bytes.add(bytes, s);
+            }
+        }
+    }
+
+    /// The counters of `site` in this slot, allocating the chunk that holds them on first use
+    /// (from `System`, never through the global allocator). `None` when the id is out of range or
+    /// memory is exhausted: that site's figures then miss this event, the totals do not.
+    #[inline]
+    fn site(&self, site: u32) -> Option<&SiteCnt> {
+        let (hi, lo) = (site as usize / SITE_CHUNK, site as usize % SITE_CHUNK);
+        let entry = self.sites.get(hi)?;
+        let mut chunk = entry.load(Ordering::Acquire);
+        if chunk.is_null() {
+            chunk = new_chunk(entry)?;
+        }
+        // SAFETY: a non-null entry points to a zero-initialised `SiteChunk` that is never freed
+        // (slots live for the whole process) and `lo < SITE_CHUNK`.
+        unsafe { (*chunk).get(lo) }
+    }
+
+    fn read_site_chunk(&self, hi: usize, out: &mut Vec<SiteCounts>, frees: bool) {
+        let Some(entry) = self.sites.get(hi) else {
+            return;
+        };
+        let chunk = entry.load(Ordering::Acquire);
+        if chunk.is_null() {
+            return;
+        }
+        // SAFETY: as in `site`: a published chunk is initialised and lives forever.
+        let chunk = unsafe { &*chunk };
+        let base = hi * SITE_CHUNK;
+        if out.len() < base + SITE_CHUNK {
+            out.resize(base + SITE_CHUNK, SiteCounts::default());
+        }
+        for (o, c) in out[base..].iter_mut().zip(chunk.iter()) {
+            if frees {
+                o.counts.free_blocks += c.counts.free_blocks.get();
+                o.counts.free_bytes += c.counts.free_bytes.get();
+                o.young_free.0 += c.young_free_units.get();
+                o.young_free.1 += c.young_free_bytes.get();
+            } else {
+                o.counts.alloc_blocks += c.counts.alloc_blocks.get();
+                o.counts.alloc_bytes += c.counts.alloc_bytes.get();
+            }
+        }
+    }
+}
+
+#[cold]
+fn new_chunk(entry: &AtomicPtr<SiteChunk>) -> Option<*mut SiteChunk> {
+    let layout = Layout::new::<SiteChunk>();
+    // SAFETY: the layout has a non-zero size. All-zero bytes are a valid `SiteChunk` (atomics).
+    let fresh = unsafe { System.alloc_zeroed(layout) } as *mut SiteChunk;
+    if fresh.is_null() {
+        return None;
+    }
+    match entry.compare_exchange(ptr::null_mut(), fresh, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => Some(fresh),
+        Err(existing) => {
+            // SAFETY: `fresh` came from `System.alloc_zeroed(layout)` and was never published.
+            unsafe { System.dealloc(fresh as *mut u8, layout) };
+            Some(existing)
+        }
+    }
+}
+
+static SLOTS: [Slot; MAX_SLOTS] = {
+    let mut slots = [const { Slot::new(false) }; MAX_SLOTS];
+    slots[0] = Slot::new(true);
+    slots
+};
+/// One past the highest slot index ever claimed.
+static HIGH: AtomicUsize = AtomicUsize::new(1);
+
+/// The shared slot.
+pub fn shared_slot() -> &'static Slot {
+    &SLOTS[0]
+}
+
+/// Claims a free slot for the calling thread, or the shared one when all are taken.
+pub fn claim() -> (u16, &'static Slot) {
+    for (i, slot) in SLOTS.iter().enumerate().skip(1) {
+        if !slot.claimed.load(Ordering::Relaxed)
+            && slot
+                .claimed
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        {
+            HIGH.fetch_max(i + 1, Ordering::AcqRel);
+            return (i as u16, slot);
+        }
+    }
+    (0, &SLOTS[0])
+}
+
+/// Whether any thread has ever recorded an event (a tracker is serving allocations).
+pub fn any_claimed() -> bool {
+    HIGH.load(Ordering::Relaxed) > 1 || !read_one(&SLOTS[0]).classes.iter().all(Counts::is_zero)
+}
+
+/// Gives slot `i` back; its counters stay and the next owner keeps adding to them.
+pub fn release(i: u16) {
+    if i != 0 {
+        if let Some(s) = SLOTS.get(i as usize) {
+            s.claimed.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Everything the counters hold, summed over a set of slots.
+#[derive(Clone, Debug, Default)]
+pub struct Raw {
+    /// Per size class, indexed by class.
+    pub classes: Vec<Counts>,
+    /// Per tag, indexed by tag index.
+    pub tags: Vec<Counts>,
+    /// Frees of blocks born in the epoch they were freed in: (blocks, bytes).
+    pub young_free: (u64, u64),
+    /// Per site, indexed by site id (blocks in `UNIT`s).
+    pub sites: Vec<SiteCounts>,
+}
+
+/// Reads every slot in use (frees first, then allocations; see the module docs).
+pub fn read_all() -> Raw {
+    let high = HIGH.load(Ordering::Acquire).min(MAX_SLOTS);
+    read(&SLOTS[..high])
+}
+
+/// Reads one slot.
+pub fn read_one(slot: &Slot) -> Raw {
+    read(std::slice::from_ref(slot))
+}
+
+fn read(slots: &[Slot]) -> Raw {
+    let read_quads = |pick: &dyn Fn(&Slot) -> &[Quad], n: usize| -> Vec<Counts> {
+        (0..n)
+            .map(|i| {
+                // Frees before allocations, for this one counter group across all slots: the
+                // window in which other threads can skew the figure is a few loads wide.
+                let mut c = Counts::default();
+                for q in slots.iter().filter_map(|s| pick(s).get(i)) {
+                    c.free_blocks += q.free_blocks.get();
+                    c.free_bytes += q.free_bytes.get();
+                }
+                for q in slots.iter().filter_map(|s| pick(s).get(i)) {
+                    c.alloc_blocks += q.alloc_blocks.get();
+                    c.alloc_bytes += q.alloc_bytes.get();
+                }
+                c
+            })
+            .collect()
+    };
+    let mut raw = Raw {
+        classes: read_quads(&|s| &s.classes, NUM_CLASSES),
+        tags: read_quads(&|s| &s.tags, MAX_TAGS),
+        ..Raw::default()
+    };
+    for s in slots {
+        raw.young_free.0 += s.young_free_blocks.get();
+        raw.young_free.1 += s.young_free_bytes.get();
+    }
+    for hi in 0..SITE_DIR {
+        for frees in [true, false] {
+            for s in slots {
+                s.read_site_chunk(hi, &mut raw.sites, frees);
+            }
+        }
+    }
+    raw
+}
+
+/// Live bytes and blocks folded in by threads so far (for the peak).
+static FLUSHED_BYTES: AtomicI64 = AtomicI64::new(0);
+static FLUSHED_BLOCKS: AtomicI64 = AtomicI64::new(0);
+static PEAK_BYTES: AtomicU64 = AtomicU64::new(0);
+static PEAK_BLOCKS: AtomicU64 = AtomicU64::new(0);
+
+/// A thread's live-figure change not yet folded into the global figure, and the pending value
+/// above which its view of the live heap would exceed the peak.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Pending {
+    /// Bytes.
+    pub bytes: i64,
+    /// Blocks.
+    pub blocks: i64,
+    /// `bytes` above this needs a look at the peak (at most `FLUSH_BYTES`).
+    pub limit: i64,
+}
+
+/// Whether a pending change of `bytes` needs [`refresh`]: it may have raised the peak, or is large
+/// enough to fold into the global figure.
+#[inline]
+pub fn needs_refresh(bytes: i64, limit: i64) -> bool {
+    bytes > limit || bytes <= -FLUSH_BYTES
+}
+
+/// Folds a large pending change into the global figure, raises the peak when the thread's view of
+/// the live heap (global figure + its own pending change) exceeds it, and sets the next limit.
+/// With one thread the peak is exact; with several it can miss up to 256 KiB per thread of other
+/// threads' changes, and `snapshot` never reports a peak below the live figure.
+#[cold]
+pub fn refresh(p: &mut Pending) {
+    if p.bytes >= FLUSH_BYTES || p.bytes <= -FLUSH_BYTES {
+        flush(p);
+    }
+    let flushed = FLUSHED_BYTES.load(Ordering::Relaxed);
+    let est = flushed + p.bytes;
+    let peak = PEAK_BYTES.load(Ordering::Relaxed) as i64;
+    if est > peak {
+        PEAK_BYTES.fetch_max(est as u64, Ordering::Relaxed);
+        let blocks = FLUSHED_BLOCKS.load(Ordering::Relaxed) + p.blocks;
+        PEAK_BLOCKS.store(blocks.max(0) as u64, Ordering::Relaxed);
+    }
+    let peak = PEAK_BYTES.load(Ordering::Relaxed) as i64;
+    p.limit = (peak - flushed).min(FLUSH_BYTES);
+}
+
+/// Folds a thread's pending change into the global figure.
+pub fn flush(p: &mut Pending) {
+    FLUSHED_BYTES.fetch_add(p.bytes, Ordering::Relaxed);
+    FLUSHED_BLOCKS.fetch_add(p.blocks, Ordering::Relaxed);
+    p.bytes = 0;
+    p.blocks = 0;
+}
+
+/// The highest live bytes seen and the blocks live at that moment.
+pub fn peak() -> (u64, u64) {
+    (
+        PEAK_BYTES.load(Ordering::Relaxed),
+        PEAK_BLOCKS.load(Ordering::Relaxed),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_reads_back_what_was_counted() {
+        let slot = Slot::new(false);
+        slot.alloc(2, 40, 0);
+        slot.alloc(2, 48, 5);
+        slot.free(2, 40, 0, true);
+        slot.site_alloc(3000, UNIT, 48);
+        let raw = read_one(&slot);
+        assert_eq!(
+            raw.classes[2],
+            Counts {
+                alloc_blocks: 2,
+                alloc_bytes: 88,
+                free_blocks: 1,
+                free_bytes: 40
+            }
+        );
+        assert_eq!(raw.tags[5].alloc_bytes, 48);
+        assert_eq!(raw.young_free, (1, 40));
+        assert_eq!(raw.sites[3000].counts.alloc_bytes, 48);
+    }
+
+    #[test]
+    fn out_of_range_sites_are_ignored_without_panicking() {
+        let slot = Slot::new(false);
+        slot.site_alloc(u32::MAX, UNIT, 8);
+        slot.site_free(u32::MAX, UNIT, 8, false);
+        assert!(read_one(&slot).sites.is_empty());
+    }
+}

@@ -1,0 +1,240 @@
+//! Per-thread state: the reentrancy guard, the thread's counter slot, and its pending live change.
+//!
+//! Everything here is `const`-initialised and read with `try_with`, so it works during thread
+//! start-up and teardown. The guard is set while heapdelta itself runs code that may allocate
+//! (capturing a call site, building a snapshot, resolving symbols); allocations made meanwhile are
+//! passed straight to the inner allocator and marked untracked, which is what makes the tracker
+//! safe to re-enter. Counting an event never allocates, so the plain counting path does not need
+//! the guard.
+
+use std::cell::Cell;
+use std::ptr;
+
+use crate::callsite::Sampler;
+use crate::stats::{self, Pending, Slot};
+
+struct State {
+    busy: Cell<bool>,
+    slot: Cell<*const Slot>,
+    index: Cell<u16>,
+    pending_bytes: Cell<i64>,
+    pending_blocks: Cell<i64>,
+    limit: Cell<i64>,
+    tag: Cell<u8>,
+    sampler: Cell<Sampler>,
+}
+
+thread_local! {
+    static STATE: State = const {
+        State {
+            busy: Cell::new(false),
+            slot: Cell::new(ptr::null()),
+            index: Cell::new(0),
+            pending_bytes: Cell::new(0),
+            pending_blocks: Cell::new(0),
+            limit: Cell::new(0),
+            tag: Cell::new(0),
+            sampler: Cell::new(Sampler::new(0)),
+        }
+    };
+    /// Owns the thread's slot; its destructor gives the slot back when the thread exits.
+    static OWNER: Owner = const { Owner };
+}
+
+impl State {
+    fn with_pending(&self, f: impl FnOnce(&mut Pending)) {
+        let mut p = Pending {
+            bytes: self.pending_bytes.get(),
+            blocks: self.pending_blocks.get(),
+            limit: self.limit.get(),
+        };
+        f(&mut p);
+        self.pending_bytes.set(p.bytes);
+        self.pending_blocks.set(p.blocks);
+        self.limit.set(p.limit);
+    }
+}
+
+struct Owner;
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let _ = STATE.try_with(|st| {
+            st.with_pending(stats::flush);
+            stats::release(st.index.replace(0));
+            st.slot.set(stats::shared_slot());
+        });
+    }
+}
+
+/// What a recording step can use: the thread's slot and its state.
+pub struct Ctx<'a> {
+    st: Option<&'a State>,
+    /// The slot counters go to.
+    pub slot: &'static Slot,
+}
+
+impl Ctx<'_> {
+    /// Applies a live change for the peak.
+    #[inline]
+    pub fn note_live(&self, bytes: i64, blocks: i64) {
+        match self.st {
+            Some(st) => {
+                let b = st.pending_bytes.get() + bytes;
+                st.pending_bytes.set(b);
+                st.pending_blocks.set(st.pending_blocks.get() + blocks);
+                if stats::needs_refresh(b, st.limit.get()) {
+                    st.with_pending(stats::refresh);
+                }
+            }
+            None => {
+                let mut p = Pending {
+                    bytes,
+                    blocks,
+                    limit: 0,
+                };
+                stats::refresh(&mut p);
+                stats::flush(&mut p);
+            }
+        }
+    }
+
+    /// The innermost scope tag of the thread (0: none).
+    #[inline]
+    pub fn tag(&self) -> u8 {
+        self.st.map_or(0, |st| st.tag.get())
+    }
+
+    /// Whether the thread's sampler picks an allocation of `size` bytes (threads being torn down
+    /// sample nothing).
+    #[inline]
+    pub fn sample(&self, size: usize, mean_bytes: u64) -> bool {
+        self.st.is_some_and(|st| {
+            let mut s = st.sampler.get();
+            let picked = s.sample(size, mean_bytes);
+            st.sampler.set(s);
+            picked
+        })
+    }
+
+    /// Runs `f` with the guard set: allocations it makes are not recorded.
+    #[inline]
+    pub fn guarded<R>(&self, f: impl FnOnce() -> R) -> R {
+        match self.st {
+            Some(st) => {
+                st.busy.set(true);
+                let _busy = Busy(&st.busy);
+                f()
+            }
+            None => f(),
+        }
+    }
+}
+
+struct Busy<'a>(&'a Cell<bool>);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+/// Runs `f` with the thread's context, or returns `None` when the thread is inside heapdelta (a
+/// nested allocation, which must not be recorded).
+#[inline]
+pub fn record<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
+    let mut f = Some(f);
+    let in_thread = STATE.try_with(|st| {
+        if st.busy.get() {
+            return None;
+        }
+        let slot = slot_of(st);
+        f.take().map(|f| f(&Ctx { st: Some(st), slot }))
+    });
+    match in_thread {
+        Ok(r) => r,
+        // The thread's state is gone (teardown): count into the shared slot.
+        Err(_) => f.take().map(|f| {
+            f(&Ctx {
+                st: None,
+                slot: stats::shared_slot(),
+            })
+        }),
+    }
+}
+
+/// Like `record`, but also runs inside heapdelta (for frees, which only count and never allocate,
+/// and must be counted whoever triggers them).
+#[inline]
+pub fn record_always(f: impl FnOnce(&Ctx)) {
+    let mut f = Some(f);
+    let _ = STATE.try_with(|st| {
+        let slot = slot_of(st);
+        if let Some(f) = f.take() {
+            f(&Ctx { st: Some(st), slot });
+        }
+    });
+    if let Some(f) = f.take() {
+        f(&Ctx {
+            st: None,
+            slot: stats::shared_slot(),
+        });
+    }
+}
+
+#[inline]
+fn slot_of(st: &State) -> &'static Slot {
+    let slot = st.slot.get();
+    if slot.is_null() {
+        return claim(st);
+    }
+    // SAFETY: `slot` was set from a `&'static Slot`.
+    unsafe { &*slot }
+}
+
+#[cold]
+fn claim(st: &State) -> &'static Slot {
+    let was = st.busy.replace(true);
+    let (i, mut slot) = stats::claim();
+    // Registering the destructor may allocate; the guard is set, so that allocation is untracked.
+    if OWNER.try_with(|_| ()).is_err() {
+        // Too late to register: give the slot back and use the shared one from now on.
+        stats::release(i);
+        slot = stats::shared_slot();
+    } else {
+        st.index.set(i);
+        // Each slot's sampler starts from its own fixed seed, so runs are repeatable.
+        st.sampler.set(Sampler::new(
+            0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        ));
+    }
+    st.slot.set(slot);
+    st.busy.set(was);
+    slot
+}
+
+/// Runs heapdelta's own work (building snapshots, resolving symbols) with the guard set, so its
+/// allocations are not counted.
+pub fn untracked<R>(f: impl FnOnce() -> R) -> R {
+    let prev = STATE.try_with(|st| st.busy.replace(true)).ok();
+    struct Restore(Option<bool>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(prev) = self.0 {
+                let _ = STATE.try_with(|st| st.busy.set(prev));
+            }
+        }
+    }
+    let _restore = Restore(prev);
+    f()
+}
+
+/// The calling thread's own slot (claimed now if needed), or `None` during teardown.
+pub fn own_slot() -> Option<&'static Slot> {
+    STATE.try_with(slot_of).ok()
+}
+
+/// Sets the thread's scope tag and returns the previous one.
+pub fn set_tag(tag: u8) -> u8 {
+    STATE.try_with(|st| st.tag.replace(tag)).unwrap_or(0)
+}

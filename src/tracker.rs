@@ -1,0 +1,306 @@
+//! The shim: `Tracker`, a `GlobalAlloc` that wraps another allocator and counts every block.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ptr;
+
+use crate::callsite;
+use crate::checkpoint;
+use crate::header::{self, Header};
+use crate::sizeclass::class_of;
+use crate::stats::{self, UNIT};
+use crate::thread::{self, Ctx};
+
+/// How call sites are recorded.
+///
+/// ```
+/// use heapdelta::{CallSites, Tracker};
+/// static SAMPLED: Tracker = Tracker::new().call_sites(CallSites::Sampled { mean_bytes: 512 * 1024 });
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallSites {
+    /// Every allocation records its call site.
+    Exact,
+    /// Allocations are sampled with a probability proportional to their size (on average one
+    /// sample every `mean_bytes` bytes); per-site figures are scaled to unbiased estimates, while
+    /// totals and size classes stay exact.
+    Sampled {
+        /// Mean bytes between two samples.
+        mean_bytes: u64,
+    },
+    /// No call sites: counters only.
+    Off,
+}
+
+/// Most frames a call site keeps.
+pub const MAX_DEPTH: usize = 64;
+
+/// The tracking allocator. Install it as the global allocator:
+///
+/// ```
+/// #[global_allocator]
+/// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+///
+/// fn main() {
+///     let v = vec![0u8; 1000];
+///     assert!(heapdelta::is_installed());
+///     assert!(heapdelta::snapshot().totals().live_bytes >= 1000);
+///     drop(v);
+/// }
+/// ```
+///
+/// Every block carries an 8-byte header (more for alignments above 8) in front of the bytes the
+/// program asked for; byte figures in reports never include it. One tracker per process: all
+/// trackers share the process-wide counters.
+#[derive(Debug)]
+pub struct Tracker<A = System> {
+    inner: A,
+    mode: CallSites,
+    depth: usize,
+}
+
+impl Tracker<System> {
+    /// A tracker over the system allocator, recording exact call sites 32 frames deep.
+    pub const fn new() -> Self {
+        Tracker::wrap(System)
+    }
+}
+
+impl Default for Tracker<System> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<A: GlobalAlloc> Tracker<A> {
+    /// A tracker over `inner`, e.g. a [`Pool`](crate::Pool):
+    ///
+    /// ```
+    /// use heapdelta::{Pool, Tracker};
+    /// static GLOBAL: Tracker<Pool> = Tracker::wrap(Pool::new());
+    /// ```
+    pub const fn wrap(inner: A) -> Self {
+        Tracker {
+            inner,
+            mode: CallSites::Exact,
+            depth: 32,
+        }
+    }
+
+    /// Sets how call sites are recorded.
+    ///
+    /// ```
+    /// use heapdelta::{CallSites, Tracker};
+    /// static GLOBAL: Tracker = Tracker::new().call_sites(CallSites::Off);
+    /// ```
+    pub const fn call_sites(mut self, mode: CallSites) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets how many frames are kept per call site (default 32, at most 64).
+    ///
+    /// ```
+    /// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new().depth(16);
+    /// ```
+    pub const fn depth(mut self, frames: usize) -> Self {
+        self.depth = if frames > MAX_DEPTH {
+            MAX_DEPTH
+        } else {
+            frames
+        };
+        self
+    }
+
+    /// Records a new block of `size` bytes and returns its header.
+    #[inline]
+    fn on_alloc(&self, size: usize) -> Header {
+        thread::record(|ctx| record_alloc(ctx, size, self.mode, self.depth))
+            .unwrap_or(Header::UNTRACKED)
+    }
+
+    /// Records the end of a block of `size` bytes.
+    #[inline]
+    fn on_free(&self, h: Header, size: usize) {
+        if !h.is_tracked() {
+            return;
+        }
+        thread::record_always(|ctx| {
+            let young = h.epoch == checkpoint::epoch() as u16;
+            ctx.slot.free(class_of(size), size as u64, h.tag, young);
+            if h.site != 0 {
+                let (units, bytes) = site_weight(size, h.is_sampled(), self.mode);
+                ctx.slot.site_free(h.site, units, bytes, young);
+            }
+            ctx.note_live(-(size as i64), -1);
+        });
+    }
+}
+
+#[inline]
+fn record_alloc(ctx: &Ctx, size: usize, mode: CallSites, depth: usize) -> Header {
+    let tag = ctx.tag();
+    let epoch = checkpoint::epoch();
+    ctx.slot.alloc(class_of(size), size as u64, tag);
+    let (site, sampled) = match mode {
+        CallSites::Off => (0, false),
+        CallSites::Exact => (ctx.guarded(|| capture_site(depth)), false),
+        CallSites::Sampled { mean_bytes } => {
+            if ctx.sample(size, mean_bytes) {
+                (ctx.guarded(|| capture_site(depth)), true)
+            } else {
+                (0, false)
+            }
+        }
+    };
+    if site != 0 {
+        let (units, bytes) = site_weight(size, sampled, mode);
+        ctx.slot.site_alloc(site, units, bytes);
+    }
+    ctx.note_live(size as i64, 1);
+    Header::tracked(site, epoch, tag, sampled)
+}
+
+/// The call-site weight of a block: (blocks in `UNIT`s, bytes); sampled blocks stand for the
+/// unsampled ones around them.
+#[inline]
+fn site_weight(size: usize, sampled: bool, mode: CallSites) -> (u64, u64) {
+    match (sampled, mode) {
+        (true, CallSites::Sampled { mean_bytes }) => {
+            let size = size as u64;
+            let units = (callsite::scale_blocks(size, mean_bytes) * UNIT as f64).round() as u64;
+            (units, callsite::scale(size, mean_bytes).round() as u64)
+        }
+        _ => (UNIT, size as u64),
+    }
+}
+
+/// Captures the current stack and interns it.
+#[inline]
+fn capture_site(depth: usize) -> u32 {
+    let mut buf = [0usize; MAX_DEPTH];
+    let (n, hash) = callsite::capture_hashed(&mut buf[..depth.min(MAX_DEPTH)], 0);
+    callsite::intern_hashed(&buf[..n], hash)
+}
+
+#[cold]
+fn bad_header() -> ! {
+    const MSG: &[u8] = b"heapdelta: a block freed through the Tracker has no valid header \
+(a pointer the Tracker did not allocate, or memory overwritten before the block); aborting\n";
+    // SAFETY: writing a static buffer to fd 2; the result does not matter since we abort next.
+    unsafe { libc::write(2, MSG.as_ptr().cast(), MSG.len()) };
+    std::process::abort()
+}
+
+/// Reads and checks the header of a block the tracker handed out.
+///
+/// # Safety
+/// `ptr` must come from this tracker.
+#[inline]
+unsafe fn checked_header(ptr: *mut u8) -> Header {
+    // SAFETY: the caller passes a block of ours, so the header precedes it.
+    let h = unsafe { Header::read(ptr) };
+    if !h.is_valid() {
+        bad_header();
+    }
+    h
+}
+
+// SAFETY: every block handed out is a block of the inner allocator offset by `prefix`, which keeps
+// the requested alignment and leaves room for the header; the same offset and inner layout are
+// recomputed from the caller's layout on dealloc/realloc, so the inner allocator always sees the
+// layouts it handed out.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let Some(outer) = header::outer_layout(layout) else {
+            return ptr::null_mut();
+        };
+        // SAFETY: `outer` has a non-zero size (it includes the header).
+        let base = unsafe { self.inner.alloc(outer) };
+        if base.is_null() {
+            return base;
+        }
+        // SAFETY: `base` has `outer.size() = prefix + size` bytes, so `user` is in bounds and the
+        // header fits in the prefix.
+        unsafe {
+            let user = base.add(header::prefix(layout.align()));
+            self.on_alloc(layout.size()).write(user);
+            user
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let Some(outer) = header::outer_layout(layout) else {
+            return ptr::null_mut();
+        };
+        // SAFETY: as in `alloc`.
+        let base = unsafe { self.inner.alloc_zeroed(outer) };
+        if base.is_null() {
+            return base;
+        }
+        // SAFETY: as in `alloc`.
+        unsafe {
+            let user = base.add(header::prefix(layout.align()));
+            self.on_alloc(layout.size()).write(user);
+            user
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was returned by `alloc` with this layout (GlobalAlloc contract).
+        let h = unsafe { checked_header(ptr) };
+        self.on_free(h, layout.size());
+        let Some(outer) = header::outer_layout(layout) else {
+            return;
+        };
+        // SAFETY: `ptr - prefix` is the inner block, allocated with `outer`.
+        unsafe {
+            self.inner
+                .dealloc(ptr.sub(header::prefix(layout.align())), outer)
+        }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let prefix = header::prefix(layout.align());
+        let (Some(old_outer), Some(new_outer)) = (
+            header::outer_layout(layout),
+            header::outer_for(new_size, layout.align()),
+        ) else {
+            return ptr::null_mut();
+        };
+        // SAFETY: `ptr` is one of our blocks (GlobalAlloc contract).
+        let old = unsafe { checked_header(ptr) };
+        // SAFETY: the inner block starts `prefix` bytes before `ptr` and was allocated with
+        // `old_outer`; `new_outer.size()` is non-zero and a valid size for that alignment.
+        let base = unsafe {
+            self.inner
+                .realloc(ptr.sub(prefix), old_outer, new_outer.size())
+        };
+        if base.is_null() {
+            return base;
+        }
+        self.on_free(old, layout.size());
+        // SAFETY: `base` holds `prefix + new_size` bytes with the old alignment.
+        unsafe {
+            let user = base.add(prefix);
+            self.on_alloc(new_size).write(user);
+            user
+        }
+    }
+}
+
+/// Whether a [`Tracker`] is serving allocations in this process (it is the global allocator).
+///
+/// ```
+/// // Without `#[global_allocator] static GLOBAL: heapdelta::Tracker = ...` this is false and
+/// // the queries return empty data.
+/// if !heapdelta::is_installed() {
+///     assert_eq!(heapdelta::snapshot().totals().live_bytes, 0);
+/// }
+/// ```
+pub fn is_installed() -> bool {
+    stats::any_claimed()
+}
