@@ -52,7 +52,7 @@ mod thread;
 mod tracker;
 
 #[doc(hidden)]
-pub use callsite::bench_api as __bench;
+pub use callsite::internals as __internals;
 pub use callsite::{Frame, Site};
 pub use checkpoint::{checkpoint, measure, snapshot, timeline};
 pub use diff::{ClassDelta, Delta, Growth, SiteDelta, Survivors, TagDelta, Timeline, TypeDelta};

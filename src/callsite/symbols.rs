@@ -49,7 +49,7 @@ struct RawFrame {
 }
 
 /// The symbolised, trimmed site of `id` (cached).
-pub(crate) fn resolve(id: SiteId) -> Site {
+pub fn resolve(id: SiteId) -> Site {
     let mut cache = CACHE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -78,11 +78,14 @@ fn own_source_dir() -> &'static str {
 
 /// Symbolises, trims, folds and shortens `stack`; frames under `own_dir` count as heapdelta's.
 fn resolve_stack(stack: &[usize], own_dir: &str) -> Site {
-    let raw = std::panic::catch_unwind(|| symbolise(stack, own_dir)).unwrap_or_default();
-    let cwd = std::env::current_dir()
-        .ok()
-        .map(|dir| format!("{}/", dir.display()));
-    build_site(raw, cwd.as_deref())
+    std::panic::catch_unwind(|| {
+        let raw = symbolise(stack, own_dir);
+        let cwd = std::env::current_dir()
+            .ok()
+            .map(|dir| format!("{}/", dir.display()));
+        build_site(raw, cwd.as_deref())
+    })
+    .unwrap_or_else(|_| Site::unknown())
 }
 
 /// Resolves every address, inlined frames expanded, innermost first.
@@ -471,6 +474,14 @@ mod tests {
             Origin::Allocator
         );
         assert_eq!(origin("__rust_realloc", None, "/x/"), Origin::Allocator);
+        assert_eq!(
+            origin(
+                "__rustc::__rust_alloc",
+                Some("/home/u/app/src/main.rs"),
+                "/x/"
+            ),
+            Origin::Allocator
+        );
     }
 
     #[test]
