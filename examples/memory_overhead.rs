@@ -12,7 +12,9 @@ use heapdelta::{CallSites, Tracker};
 
 static OFF: Tracker = Tracker::new().call_sites(CallSites::Off);
 static EXACT: Tracker = Tracker::new().call_sites(CallSites::Exact);
-static SAMPLED: Tracker = Tracker::new().call_sites(CallSites::Sampled { mean_bytes: 512 * 1024 });
+static SAMPLED: Tracker = Tracker::new().call_sites(CallSites::Sampled {
+    mean_bytes: 512 * 1024,
+});
 
 const BLOCKS: usize = 1_000_000;
 const CONFIGS: [&str; 4] = ["system", "tracker_off", "tracker_exact", "tracker_sampled"];
@@ -84,13 +86,20 @@ fn main() -> ExitCode {
     let mut base = None;
     for config in CONFIGS {
         let out = Command::new(&me).args(["--child", config]).output();
-        let kib: Option<i64> = out.ok().and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok()).filter(|k| *k > 0);
+        let kib: Option<i64> = out
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .filter(|k| *k > 0);
         let Some(kib) = kib else {
             eprintln!("memory_overhead: the {config} run failed");
             return ExitCode::FAILURE;
         };
         let base = *base.get_or_insert(kib);
-        println!("  {config:<16} {:>8.1} MiB  {:>5.2}x system", kib as f64 / 1024.0, kib as f64 / base as f64);
+        println!(
+            "  {config:<16} {:>8.1} MiB  {:>5.2}x system",
+            kib as f64 / 1024.0,
+            kib as f64 / base as f64
+        );
     }
     ExitCode::SUCCESS
 }

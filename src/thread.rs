@@ -126,7 +126,10 @@ impl Ctx<'_> {
     /// Runs `f` with the guard set and the thread's capture buffer, or `None` when the thread's
     /// state is gone. Allocations `f` makes are not recorded.
     #[inline]
-    pub fn with_stack_buffer<R>(&self, f: impl FnOnce(&mut [usize; STACK_WORDS]) -> R) -> Option<R> {
+    pub fn with_stack_buffer<R>(
+        &self,
+        f: impl FnOnce(&mut [usize; STACK_WORDS]) -> R,
+    ) -> Option<R> {
         let st = self.st?;
         if st.busy.replace(true) {
             // Already inside heapdelta: the buffer may be in use further up this thread's stack.

@@ -221,8 +221,28 @@ fn build_site(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
     };
     let trimmed = shorten_all(trimmed);
     let type_name = typename::derive(&trimmed);
-    let kept = fold_recursion(shorten_all(kept));
+    let kept = fold_recursion(shorten_all(kept))
+        .into_iter()
+        .map(|f| Frame {
+            function: plain_path(&f.function),
+            ..f
+        })
+        .collect();
     Site::with_type(kept, type_name)
+}
+
+/// `<app::Node>::forward` (v0 demangling of an inherent method) → `app::Node::forward`; trait
+/// methods (`<T as Trait>::f`) and other names are left as they are.
+fn plain_path(function: &str) -> String {
+    if let Some(rest) = function.strip_prefix('<') {
+        if let Some(end) = rest.find(">::") {
+            let ty = &rest[..end];
+            if !ty.contains(" as ") && !ty.contains('<') && !ty.contains('&') {
+                return format!("{ty}::{}", &rest[end + 3..]);
+            }
+        }
+    }
+    function.to_string()
 }
 
 /// Folds recursion: when a function (same name and file) appears again further out, the frames
@@ -379,6 +399,20 @@ mod tests {
         let site = build_site(frames, Some("/home/u/app/"));
         assert_eq!(site.frames()[0].function, "model::compose");
         assert_eq!(site.type_name(), "Vec<u8>");
+    }
+
+    #[test]
+    fn inherent_methods_are_shown_as_plain_paths() {
+        assert_eq!(plain_path("<app::Node>::forward"), "app::Node::forward");
+        assert_eq!(
+            plain_path("<app::Node as app::Layer>::forward"),
+            "<app::Node as app::Layer>::forward"
+        );
+        assert_eq!(
+            plain_path("<alloc::vec::Vec<u8>>::push"),
+            "<alloc::vec::Vec<u8>>::push"
+        );
+        assert_eq!(plain_path("app::main"), "app::main");
     }
 
     #[test]
