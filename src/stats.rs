@@ -431,16 +431,16 @@ pub fn refresh(p: &mut Pending) {
         flush(p);
     }
     let flushed = PEAK.flushed_bytes.load(Ordering::Relaxed);
-    let est = flushed + p.bytes;
+    let est = flushed.wrapping_add(p.bytes);
     let peak = PEAK.peak_bytes.load(Ordering::Relaxed) as i64;
     if est > peak {
         PEAK.peak_bytes.fetch_max(est as u64, Ordering::Relaxed);
-        let blocks = PEAK.flushed_blocks.load(Ordering::Relaxed) + p.blocks;
+        let blocks = PEAK.flushed_blocks.load(Ordering::Relaxed).wrapping_add(p.blocks);
         PEAK.peak_blocks
             .store(blocks.max(0) as u64, Ordering::Relaxed);
     }
     let peak = PEAK.peak_bytes.load(Ordering::Relaxed) as i64;
-    p.limit = (peak - flushed).min(FLUSH_BYTES);
+    p.limit = peak.wrapping_sub(flushed).min(FLUSH_BYTES);
 }
 
 /// Folds a thread's pending change into the global figure.

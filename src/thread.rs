@@ -86,9 +86,9 @@ impl Ctx<'_> {
     pub fn note_live(&self, bytes: i64, blocks: i64) {
         match self.st {
             Some(st) => {
-                let b = st.pending_bytes.get() + bytes;
+                let b = st.pending_bytes.get().wrapping_add(bytes);
                 st.pending_bytes.set(b);
-                st.pending_blocks.set(st.pending_blocks.get() + blocks);
+                st.pending_blocks.set(st.pending_blocks.get().wrapping_add(blocks));
                 if stats::needs_refresh(b, st.limit.get()) {
                     st.with_pending(stats::refresh);
                 }
