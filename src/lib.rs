@@ -11,6 +11,7 @@
 
 mod callsite;
 mod checkpoint;
+mod config;
 mod diff;
 mod error;
 mod header;
@@ -22,6 +23,9 @@ mod snapshot;
 mod stats;
 mod thread;
 mod tracker;
+
+#[cfg(feature = "cli")]
+pub use report::cli;
 
 pub use callsite::{Frame, Site};
 pub use checkpoint::{checkpoint, measure, snapshot, timeline};

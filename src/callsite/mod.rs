@@ -31,6 +31,11 @@ impl Site {
     pub fn frames(&self) -> &[Frame] {
         &self.frames
     }
+    /// A site made of `frames` (innermost first), for tests and for reading files.
+    #[doc(hidden)]
+    pub fn from_frames(frames: Vec<Frame>, type_name: Option<String>) -> Site {
+        Site { frames, type_name }
+    }
     /// The allocated type, or "(unknown)".
     pub fn type_name(&self) -> &str {
         self.type_name.as_deref().unwrap_or("(unknown)")

@@ -113,11 +113,7 @@ impl Display for Delta {
             .take(TOP)
             .collect();
         for s in &sites {
-            let avg = if s.allocs > 0 {
-                s.allocated_bytes / s.allocs
-            } else {
-                0
-            };
+            let avg = s.allocated_bytes.checked_div(s.allocs).unwrap_or(0);
             writeln!(
                 f,
                 "   {:>11} {:>9} blk  {}  [{}, ~{}/blk]",
