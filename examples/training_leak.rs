@@ -30,16 +30,27 @@ impl Node {
         let children = if depth == 0 {
             Vec::new()
         } else {
-            (0..BRANCHING).map(|i| Node::build(&format!("{path}.{i}"), depth - 1)).collect()
+            (0..BRANCHING)
+                .map(|i| Node::build(&format!("{path}.{i}"), depth - 1))
+                .collect()
         };
-        Node { name: path.to_string(), weight: 0.5 + path.len() as f32 * 0.01, hidden: None, children }
+        Node {
+            name: path.to_string(),
+            weight: 0.5 + path.len() as f32 * 0.01,
+            hidden: None,
+            children,
+        }
     }
 
     /// Runs the node on `input` and keeps the activation for the backward pass.
     fn forward(&mut self, input: &[f32]) -> f32 {
         let activation: Vec<f32> = input.iter().map(|x| (x * self.weight).tanh()).collect();
         let out = activation.iter().sum::<f32>() / HIDDEN as f32;
-        let child_out: f32 = self.children.iter_mut().map(|c| c.forward(&activation)).sum();
+        let child_out: f32 = self
+            .children
+            .iter_mut()
+            .map(|c| c.forward(&activation))
+            .sum();
         self.hidden = Some(activation);
         out + child_out
     }
@@ -67,7 +78,9 @@ enum Kept {
 
 fn train_step(step: usize, fixed: bool, history: &mut Vec<Kept>) -> usize {
     let mut graph = Node::build(&format!("step{step}"), DEPTH);
-    let input: Vec<f32> = (0..HIDDEN).map(|i| (i as f32 * 0.37 + step as f32).sin()).collect();
+    let input: Vec<f32> = (0..HIDDEN)
+        .map(|i| (i as f32 * 0.37 + step as f32).sin())
+        .collect();
     let loss = graph.forward(&input);
     let nodes = graph.count();
     if fixed {
@@ -94,14 +107,20 @@ fn main() -> ExitCode {
                 }
             },
             other => {
-                eprintln!("training_leak: unknown argument {other:?} (expected --fixed or --steps N)");
+                eprintln!(
+                    "training_leak: unknown argument {other:?} (expected --fixed or --steps N)"
+                );
                 return ExitCode::FAILURE;
             }
         }
     }
     println!(
         "training_leak: {steps} steps, {} ({} nodes per step, {HIDDEN}-float activations)\n",
-        if fixed { "activations cleared after each step (--fixed)" } else { "every step's graph kept in `history` (the leak)" },
+        if fixed {
+            "activations cleared after each step (--fixed)"
+        } else {
+            "every step's graph kept in `history` (the leak)"
+        },
         Node::build("x", DEPTH).count(),
     );
     let mut history: Vec<Kept> = Vec::with_capacity(steps);
@@ -117,7 +136,10 @@ fn main() -> ExitCode {
             println!("what grew from step 1 to step {steps}:");
             println!("{:>12} {:>10}  type", "live bytes", "blocks");
             for t in whole.types().iter().filter(|t| t.live_bytes != 0).take(8) {
-                println!("{:>12} {:>10}  {}", t.live_bytes, t.live_blocks, t.type_name);
+                println!(
+                    "{:>12} {:>10}  {}",
+                    t.live_bytes, t.live_blocks, t.type_name
+                );
             }
             println!("{:>12} {:>10}  site", "live bytes", "blocks");
             for s in whole.sites().iter().filter(|s| s.live_bytes != 0).take(8) {
