@@ -254,7 +254,12 @@ pub fn snapshot(steps: u64) -> Value {
 
 /// The last checkpoint as a snapshot file.
 pub fn snapshot_file() -> String {
-    json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": snapshot(STEPS)}).to_string()
+    snapshot_file_at(STEPS)
+}
+
+/// The checkpoint after `steps` steps as a snapshot file.
+pub fn snapshot_file_at(steps: u64) -> String {
+    json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": snapshot(steps)}).to_string()
 }
 
 /// Every checkpoint (`start`, `step 1` … `step 4`) as a timeline file.
