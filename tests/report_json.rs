@@ -201,3 +201,25 @@ fn every_committed_fixture_reads() {
         Some(snapshot.label())
     );
 }
+
+/// The demo files committed for the README's pictures are the ones the tests use
+/// (`HEAPDELTA_BLESS=1 cargo test --test report_json` rewrites them).
+#[test]
+fn committed_demo_files_match_the_generator() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reports");
+    for (name, text) in [
+        ("demo_snapshot.json", common::snapshot_file()),
+        ("demo_step1.json", common::snapshot_file_at(1)),
+        ("demo_timeline.json", common::timeline_file()),
+    ] {
+        let path = dir.join(name);
+        if std::env::var_os("HEAPDELTA_BLESS").is_some() {
+            std::fs::write(&path, &text).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == text,
+            "{name} is stale: rerun with HEAPDELTA_BLESS=1"
+        );
+    }
+}
