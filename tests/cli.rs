@@ -321,7 +321,7 @@ fn an_unknown_checkpoint_label_lists_the_known_ones() {
 #[test]
 fn bad_arguments_are_a_usage_error() {
     assert_one_line_failure(&heapdelta(["frobnicate"]), 2, "frobnicate");
-    assert_one_line_failure(&heapdelta(["diff", "only-one.json"]), 2, "--help");
+    assert_one_line_failure(&heapdelta(["diff", "only-one.json"]), 2, "<NEW>");
     assert_one_line_failure(
         &heapdelta(["export", "--format", "svg", "a.json", "-o", "b"]),
         2,

@@ -155,10 +155,16 @@ where
             return ExitCode::SUCCESS;
         }
         Err(e) => {
+            // clap's message up to its usage section, on one line.
             let rendered = e.to_string();
-            let first = rendered.lines().next().unwrap_or("bad arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("heapdelta: {first} (see heapdelta --help)");
+            let message: Vec<&str> = rendered
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.is_empty())
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            eprintln!("heapdelta: {message} (see heapdelta --help)");
             return ExitCode::from(2);
         }
     };
