@@ -1,11 +1,39 @@
 //! # heapdelta
 //!
-//! ```rust,ignore
+//! Add two lines to any binary:
+//!
+//! ```
 //! #[global_allocator]
 //! static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+//! # fn main() {}
 //! ```
 //!
-//! Memory grows every step: heapdelta tells you what is growing and where it is allocated.
+//! then mark the steps of your program with [`checkpoint`]:
+//!
+//! ```
+//! # #[global_allocator]
+//! # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+//! fn main() {
+//!     let mut history = Vec::new();
+//!     for step in 1..=3 {
+//!         history.push(vec![0.0f32; 100]); // grows every step
+//!         println!("{}", heapdelta::checkpoint(format!("step {step}")));
+//!     }
+//!     println!("{}", heapdelta::timeline()); // per-step lines + sites that grew at every step
+//! }
+//! ```
+//!
+//! Memory grows every step: heapdelta tells you, per step, how much live heap was added, which
+//! call sites (the first frames of *your* code) and which size classes account for it, which sites
+//! grow at every step (the leak), and what survives from one step to the next.
+//!
+//! ## Contents
+//! - the shim: [`Tracker`], [`CallSites`], [`is_installed`];
+//! - taking figures: [`snapshot`], [`checkpoint`], [`timeline`], [`measure`], [`scope`];
+//! - what they return: [`Snapshot`], [`Totals`], [`Delta`] with [`SiteDelta`], [`ClassDelta`],
+//!   [`TagDelta`], [`TypeDelta`] and [`Survivors`]; [`Timeline`] with [`Growth`]; [`Site`] and
+//!   [`Frame`];
+//! - pool mode: [`Pool`], [`PoolConfig`], [`PoolStats`], [`pool_stats`].
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

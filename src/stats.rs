@@ -123,16 +123,6 @@ struct SiteCnt {
     young_free_bytes: Cnt,
 }
 
-impl SiteCnt {
-    const fn new() -> Self {
-        SiteCnt {
-            counts: Quad::new(),
-            young_free_units: Cnt::new(),
-            young_free_bytes: Cnt::new(),
-        }
-    }
-}
-
 type SiteChunk = [SiteCnt; SITE_CHUNK];
 
 /// Counts for one call site as read by a snapshot (block figures in `UNIT`s).
@@ -316,11 +306,6 @@ pub fn claim() -> (u16, &'static Slot) {
         }
     }
     (0, &SLOTS[0])
-}
-
-/// Slot `i` (the shared one when out of range).
-pub fn slot(i: u16) -> &'static Slot {
-    SLOTS.get(i as usize).unwrap_or(&SLOTS[0])
 }
 
 /// Whether any thread has ever recorded an event (a tracker is serving allocations).

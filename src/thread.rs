@@ -10,6 +10,7 @@
 use std::cell::Cell;
 use std::ptr;
 
+use crate::callsite::Sampler;
 use crate::stats::{self, Pending, Slot};
 
 struct State {
@@ -20,8 +21,7 @@ struct State {
     pending_blocks: Cell<i64>,
     limit: Cell<i64>,
     tag: Cell<u8>,
-    sample_countdown: Cell<i64>,
-    rng: Cell<u64>,
+    sampler: Cell<Sampler>,
 }
 
 thread_local! {
@@ -34,8 +34,7 @@ thread_local! {
             pending_blocks: Cell::new(0),
             limit: Cell::new(0),
             tag: Cell::new(0),
-            sample_countdown: Cell::new(0),
-            rng: Cell::new(0),
+            sampler: Cell::new(Sampler::new(0)),
         }
     };
     /// Owns the thread's slot; its destructor gives the slot back when the thread exits.
@@ -106,10 +105,16 @@ impl Ctx<'_> {
         self.st.map_or(0, |st| st.tag.get())
     }
 
-    /// The thread's sampler state: bytes left until the next sample, and the PRNG state.
+    /// Whether the thread's sampler picks an allocation of `size` bytes (threads being torn down
+    /// sample nothing).
     #[inline]
-    pub fn sampler(&self) -> Option<(&Cell<i64>, &Cell<u64>)> {
-        self.st.map(|st| (&st.sample_countdown, &st.rng))
+    pub fn sample(&self, size: usize, mean_bytes: u64) -> bool {
+        self.st.is_some_and(|st| {
+            let mut s = st.sampler.get();
+            let picked = s.sample(size, mean_bytes);
+            st.sampler.set(s);
+            picked
+        })
     }
 
     /// Runs `f` with the guard set: allocations it makes are not recorded.
@@ -198,6 +203,8 @@ fn claim(st: &State) -> &'static Slot {
         slot = stats::shared_slot();
     } else {
         st.index.set(i);
+        // Each slot's sampler starts from its own fixed seed, so runs are repeatable.
+        st.sampler.set(Sampler::new(0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
     }
     st.slot.set(slot);
     st.busy.set(was);

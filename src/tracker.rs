@@ -3,10 +3,11 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
 
+use crate::callsite;
 use crate::checkpoint;
 use crate::header::{self, Header};
 use crate::sizeclass::class_of;
-use crate::stats;
+use crate::stats::{self, UNIT};
 use crate::thread::{self, Ctx};
 
 /// How call sites are recorded.
@@ -29,6 +30,9 @@ pub enum CallSites {
     /// No call sites: counters only.
     Off,
 }
+
+/// Most frames a call site keeps.
+pub const MAX_DEPTH: usize = 64;
 
 /// The tracking allocator. Install it as the global allocator:
 ///
@@ -99,36 +103,78 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new().depth(16);
     /// ```
     pub const fn depth(mut self, frames: usize) -> Self {
-        self.depth = if frames > 64 { 64 } else { frames };
+        self.depth = if frames > MAX_DEPTH { MAX_DEPTH } else { frames };
         self
     }
 
     /// Records a new block of `size` bytes and returns its header.
     #[inline]
     fn on_alloc(&self, size: usize) -> Header {
-        thread::record(|ctx| record_alloc(ctx, size)).unwrap_or(Header::UNTRACKED)
+        thread::record(|ctx| record_alloc(ctx, size, self.mode, self.depth)).unwrap_or(Header::UNTRACKED)
+    }
+
+    /// Records the end of a block of `size` bytes.
+    #[inline]
+    fn on_free(&self, h: Header, size: usize) {
+        if !h.is_tracked() {
+            return;
+        }
+        thread::record_always(|ctx| {
+            let young = h.epoch == checkpoint::epoch() as u16;
+            ctx.slot.free(class_of(size), size as u64, h.tag, young);
+            if h.site != 0 {
+                let (units, bytes) = site_weight(size, h.is_sampled(), self.mode);
+                ctx.slot.site_free(h.site, units, bytes, young);
+            }
+            ctx.note_live(-(size as i64), -1);
+        });
     }
 }
 
 #[inline]
-fn record_alloc(ctx: &Ctx, size: usize) -> Header {
+fn record_alloc(ctx: &Ctx, size: usize, mode: CallSites, depth: usize) -> Header {
     let tag = ctx.tag();
     let epoch = checkpoint::epoch();
     ctx.slot.alloc(class_of(size), size as u64, tag);
+    let (site, sampled) = match mode {
+        CallSites::Off => (0, false),
+        CallSites::Exact => (ctx.guarded(|| capture_site(depth)), false),
+        CallSites::Sampled { mean_bytes } => {
+            if ctx.sample(size, mean_bytes) {
+                (ctx.guarded(|| capture_site(depth)), true)
+            } else {
+                (0, false)
+            }
+        }
+    };
+    if site != 0 {
+        let (units, bytes) = site_weight(size, sampled, mode);
+        ctx.slot.site_alloc(site, units, bytes);
+    }
     ctx.note_live(size as i64, 1);
-    Header::tracked(0, epoch, tag, false)
+    Header::tracked(site, epoch, tag, sampled)
 }
 
+/// The call-site weight of a block: (blocks in `UNIT`s, bytes); sampled blocks stand for the
+/// unsampled ones around them.
 #[inline]
-fn on_free(h: Header, size: usize) {
-    if !h.is_tracked() {
-        return;
+fn site_weight(size: usize, sampled: bool, mode: CallSites) -> (u64, u64) {
+    match (sampled, mode) {
+        (true, CallSites::Sampled { mean_bytes }) => {
+            let size = size as u64;
+            let units = (callsite::scale_blocks(size, mean_bytes) * UNIT as f64).round() as u64;
+            (units, callsite::scale(size, mean_bytes).round() as u64)
+        }
+        _ => (UNIT, size as u64),
     }
-    thread::record_always(|ctx| {
-        let young = h.epoch == checkpoint::epoch() as u16;
-        ctx.slot.free(class_of(size), size as u64, h.tag, young);
-        ctx.note_live(-(size as i64), -1);
-    });
+}
+
+/// Captures the current stack and interns it.
+#[inline]
+fn capture_site(depth: usize) -> u32 {
+    let mut buf = [0usize; MAX_DEPTH];
+    let (n, hash) = callsite::capture_hashed(&mut buf[..depth.min(MAX_DEPTH)], 0);
+    callsite::intern_hashed(&buf[..n], hash)
 }
 
 #[cold]
@@ -200,7 +246,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: `ptr` was returned by `alloc` with this layout (GlobalAlloc contract).
         let h = unsafe { checked_header(ptr) };
-        on_free(h, layout.size());
+        self.on_free(h, layout.size());
         let Some(outer) = header::outer_layout(layout) else {
             return;
         };
@@ -231,7 +277,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
         if base.is_null() {
             return base;
         }
-        on_free(old, layout.size());
+        self.on_free(old, layout.size());
         // SAFETY: `base` holds `prefix + new_size` bytes with the old alignment.
         unsafe {
             let user = base.add(prefix);

@@ -1,70 +1,59 @@
-//! Call sites (temporary minimal version; the full capture/intern/symbols lands from `callsite`).
-#![allow(dead_code)]
+//! Call sites: capture, interning, sampling and symbolisation of allocation stacks.
+//!
+//! Hot path (inside `GlobalAlloc`; no lock, no allocation, no panic):
+//! [`capture`] → [`intern`] → [`SiteId`], with [`Sampler`] deciding which allocations to record
+//! in `CallSites::Sampled` mode and [`scale`] / [`scale_blocks`] weighting them.
+//! Report time (under the reentrancy guard): [`resolve`] → [`Site`] (trimmed [`Frame`]s and the
+//! allocated type).
+// Wired into the tracker by the lead.
+#![allow(dead_code, unused_imports)]
 
-use std::fmt;
+mod capture;
+mod intern;
+mod sampler;
+mod site;
+mod symbols;
+mod typename;
 
-use serde::{Deserialize, Serialize};
+pub(crate) use capture::{capture, capture_hashed, frame_pointers_present, unwound_count};
+pub(crate) use intern::{intern, intern_hashed, site_count, stack, SiteId, NO_SITE, OVERFLOW};
+pub(crate) use sampler::{scale, scale_blocks, Sampler};
+pub use site::{Frame, Site};
+pub(crate) use symbols::resolve;
 
-/// Interned call-site id (0: none).
-pub type SiteId = u32;
-
-/// One frame of a call site.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Frame {
-    /// Function name.
-    pub function: String,
-    /// Source file.
-    pub file: Option<String>,
-    /// Line.
-    pub line: Option<u32>,
-}
-
-/// A call site.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Site {
-    frames: Vec<Frame>,
-    type_name: Option<String>,
-}
-
-impl Site {
-    /// Frames, innermost user frame first.
-    pub fn frames(&self) -> &[Frame] {
-        &self.frames
+/// Entry points for `benches/capture.rs` only; not part of the API.
+#[doc(hidden)]
+pub mod bench_api {
+    /// See `capture::capture`.
+    #[inline(never)]
+    pub fn capture(out: &mut [usize], skip: usize) -> usize {
+        super::capture(out, skip)
     }
-    /// A site made of `frames` (innermost first), for tests and for reading files.
-    #[doc(hidden)]
-    pub fn from_frames(frames: Vec<Frame>, type_name: Option<String>) -> Site {
-        Site { frames, type_name }
-    }
-    /// The allocated type, or "(unknown)".
-    pub fn type_name(&self) -> &str {
-        self.type_name.as_deref().unwrap_or("(unknown)")
-    }
-}
 
-impl fmt::Display for Site {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.frames.first() {
-            Some(fr) => write!(f, "{}", fr.function),
-            None => f.write_str("(unknown)"),
-        }
+    /// See `capture::unwound_count`.
+    pub fn unwound_count() -> u64 {
+        super::unwound_count()
     }
-}
 
-/// Resolves an interned site.
-pub(crate) fn resolve(_id: SiteId) -> Site {
-    Site {
-        frames: Vec::new(),
-        type_name: None,
+    /// See `capture::capture_unwind`.
+    #[inline(never)]
+    pub fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
+        super::capture::capture_unwind(out, skip)
     }
-}
 
-impl Site {
-    /// A site whose frames are not known.
-    pub(crate) fn unknown() -> Site {
-        Site {
-            frames: Vec::new(),
-            type_name: None,
-        }
+    /// See `capture::capture_hashed`.
+    #[inline(never)]
+    pub fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
+        super::capture_hashed(out, skip)
+    }
+
+    /// See `intern::intern_hashed`.
+    pub fn intern_hashed(stack: &[usize], hash: u64) -> u32 {
+        super::intern_hashed(stack, hash)
+    }
+
+    /// See `intern::intern`.
+    pub fn intern(stack: &[usize]) -> u32 {
+        super::intern(stack)
     }
 }

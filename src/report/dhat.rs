@@ -12,9 +12,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::diff::Delta;
-use crate::report::{
-    delta_sites, frame_label, snapshot_sites, write_file, SiteFigures, UNKNOWN_SITE,
-};
+use crate::report::{delta_sites, snapshot_sites, write_file, SiteFigures, UNKNOWN_SITE};
 use crate::snapshot::Snapshot;
 
 /// One program point.
@@ -68,7 +66,7 @@ fn build(sites: &[SiteFigures], cmd: String, seconds: f64) -> DhatFile {
     let mut by_fs: HashMap<Vec<usize>, usize> = HashMap::new();
     let mut pps: Vec<Pp> = Vec::new();
     for s in sites {
-        let mut names: Vec<String> = s.site.frames().iter().map(frame_label).collect();
+        let mut names: Vec<String> = s.site.frames().iter().map(ToString::to_string).collect();
         if names.is_empty() {
             names.push(UNKNOWN_SITE.to_string());
         }

@@ -19,7 +19,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use crate::callsite::{self, Frame, Site};
+use crate::callsite::{self, Site};
 use crate::checkpoint;
 use crate::snapshot::Snapshot;
 use crate::stats::{Counts, UNIT};
@@ -97,15 +97,6 @@ fn sort_figures(v: &mut [SiteFigures]) {
             .then_with(|| y.alloc_bytes.cmp(&x.alloc_bytes))
             .then_with(|| x.site.to_string().cmp(&y.site.to_string()))
     });
-}
-
-/// What a frame is called in reports: `function (file:line)`, as much as is known.
-pub(crate) fn frame_label(f: &Frame) -> String {
-    match (&f.file, f.line) {
-        (Some(file), Some(line)) => format!("{} ({file}:{line})", f.function),
-        (Some(file), None) => format!("{} ({file})", f.function),
-        (None, _) => f.function.clone(),
-    }
 }
 
 /// The name used for a site whose frames are not known.

@@ -1,0 +1,97 @@
+//! Cost of capturing a call stack (frame-pointer walk), of capture + interning of a known stack,
+//! and of the unwinder fallback, at realistic depths.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use heapdelta::__bench::{
+    capture, capture_hashed, capture_unwind, intern, intern_hashed, unwound_count,
+};
+use std::hint::black_box;
+
+/// Calls `f` with `depth` more frames on the stack.
+#[inline(never)]
+fn nest(depth: usize, f: &mut dyn FnMut()) {
+    if depth == 0 {
+        f();
+    } else {
+        nest(depth - 1, f);
+        black_box(());
+    }
+}
+
+/// Frames a capture sees at the bottom of `nest(0, ..)` from here.
+fn base_depth() -> usize {
+    let mut n = 0;
+    nest(0, &mut || {
+        let mut out = [0usize; 256];
+        n = capture(&mut out, 0);
+    });
+    n
+}
+
+fn benches(c: &mut Criterion) {
+    let base = base_depth();
+    let mut group = c.benchmark_group("callsite");
+    for depth in [20usize, 32] {
+        let extra = depth.saturating_sub(base);
+        let mut out = [0usize; 32];
+        nest(extra, &mut || {
+            let n = capture(&mut out, 0);
+            eprintln!("depth {depth}: {n} frames captured (buffer 32)");
+        });
+        nest(extra, &mut || {
+            group.bench_function(BenchmarkId::new("capture", depth), |b| {
+                b.iter(|| {
+                    let mut out = [0usize; 32];
+                    black_box(capture(&mut out, 0))
+                })
+            });
+        });
+        nest(extra, &mut || {
+            group.bench_function(BenchmarkId::new("capture+intern", depth), |b| {
+                b.iter(|| {
+                    let mut out = [0usize; 32];
+                    let (n, hash) = capture_hashed(&mut out, 0);
+                    black_box(intern_hashed(&out[..n], hash))
+                })
+            });
+        });
+        nest(extra, &mut || {
+            group.bench_function(
+                BenchmarkId::new("capture, then intern (hash apart)", depth),
+                |b| {
+                    b.iter(|| {
+                        let mut out = [0usize; 32];
+                        let n = capture(&mut out, 0);
+                        black_box(intern(&out[..n]))
+                    })
+                },
+            );
+        });
+        nest(extra, &mut || {
+            group.bench_function(BenchmarkId::new("unwinder capture", depth), |b| {
+                b.iter(|| {
+                    let mut out = [0usize; 32];
+                    black_box(capture_unwind(&mut out, 0))
+                })
+            });
+        });
+    }
+    group.bench_function("system malloc+free 32 B", |b| {
+        b.iter(|| {
+            // SAFETY: a fresh 32-byte block freed with the same layout.
+            unsafe {
+                let layout = std::alloc::Layout::from_size_align_unchecked(32, 8);
+                let p = std::alloc::GlobalAlloc::alloc(&std::alloc::System, layout);
+                std::alloc::GlobalAlloc::dealloc(&std::alloc::System, black_box(p), layout);
+            }
+        })
+    });
+    group.finish();
+    eprintln!(
+        "captures that fell back to the unwinder: {}",
+        unwound_count()
+    );
+}
+
+criterion_group!(capture_benches, benches);
+criterion_main!(capture_benches);

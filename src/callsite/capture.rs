@@ -1,0 +1,581 @@
+//! Capture of the current call stack as a list of return addresses.
+//!
+//! # Frame-pointer walk
+//!
+//! With frame pointers every non-leaf function starts with `push rbp; mov rbp, rsp` (x86_64) or
+//! `stp x29, x30, [sp, #-n]!; mov x29, sp` (aarch64), so the frame-pointer register points at a
+//! two-word *frame record*: the caller's frame pointer, then the return address. Walking that
+//! linked list costs a couple of loads per frame, a few nanoseconds for a 20-frame stack, against
+//! microseconds for a DWARF unwinder.
+//!
+//! # What was measured about std (rustc 1.95, x86_64-unknown-linux-gnu)
+//!
+//! The precompiled standard library *keeps frame pointers*: disassembling `liballoc`'s object
+//! file from the sysroot shows `push %rbp; mov %rsp,%rbp` at the top of every function that makes
+//! a call (67 of 101 functions, e.g. `RawVecInner::finish_grow`, `RawVecInner::grow_one`,
+//! `fmt::format_inner`); the 34 without are leaves or tail-jumps (`jmp` to another function),
+//! which never own a frame record anybody walks through. So allocations that pass through std's
+//! non-generic code (`grow_one`, `finish_grow`, `format_inner` …) keep an intact chain, and the
+//! completeness of a walk depends only on how the *user's* code (and heapdelta, compiled with
+//! the same `RUSTFLAGS`) was built.
+//!
+//! # Detecting code built without frame pointers
+//!
+//! 1. **Once per process**, [`frame_pointers_present`] runs a probe: two heapdelta functions,
+//!    `probe_outer` calling `probe_inner`, both `#[inline(never)]`. If heapdelta was compiled with
+//!    frame pointers, the frame record the frame-pointer register designates inside
+//!    `probe_inner` holds a return address that lies inside `probe_outer`'s code. Without frame
+//!    pointers the register holds whatever an outer frame left there, and that test fails (the
+//!    register is checked to lie within the stack before it is dereferenced). Since `RUSTFLAGS`
+//!    applies to every crate of a build, heapdelta's answer is the user's answer. On failure every
+//!    capture uses `backtrace::trace_unsynchronized` and one hint is written to stderr (with
+//!    `libc::write`, so nothing is allocated).
+//! 2. **On every walk**, each step is validated: the next frame pointer must be aligned, strictly
+//!    above the current one and inside the thread's stack (bounds cached per thread), and the
+//!    return address must be plausible (not in the first page). A chain that breaks *before the
+//!    buffer is full and far from the stack's outer end* (more than [`NEAR_STACK_TOP`] bytes
+//!    below it) is treated as incomplete — typically a frame of foreign code built without frame
+//!    pointers (a C library calling back into Rust) — and that one capture is redone with the
+//!    unwinder. A healthy chain ends at `main`'s or the thread start routine's frame, whose saved
+//!    frame pointer was left by libc (zero or not a valid frame), within a few KiB of the top.
+//!
+//! Other architectures always use the unwinder.
+
+use std::cell::Cell;
+
+use super::intern::{hash_finish, hash_stack, hash_step, HASH_SEED};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+
+/// A walk that stops more than this many bytes below the stack's outer end, with room left in the
+/// buffer, is considered broken. The outermost frames of a healthy chain (`main`, a thread's start
+/// routine) sit within a few KiB of the top; the main thread's top also holds the environment and
+/// the auxiliary vector, hence the generous margin.
+pub(crate) const NEAR_STACK_TOP: usize = 256 * 1024;
+
+/// The hint written once to stderr when frame pointers are missing.
+const HINT: &[u8] = b"heapdelta: this program was built without frame pointers; call sites are \
+captured with a slower unwinder. Build with `-C force-frame-pointers=yes`, e.g. in \
+.cargo/config.toml: [build] rustflags = [\"-C\", \"force-frame-pointers=yes\"]\n";
+
+static HINT_PRINTED: AtomicBool = AtomicBool::new(false);
+
+/// Captures that used the unwinder (slow path only, so the counter costs the fast path nothing).
+static UNWOUND: AtomicU64 = AtomicU64::new(0);
+
+/// 0 = not probed yet, 1 = frame pointers present, 2 = absent.
+static FP_STATE: AtomicU8 = AtomicU8::new(0);
+
+thread_local! {
+    /// `(low, high)` bounds of the current thread's stack; `(0, 0)` until first asked.
+    static STACK_BOUNDS: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+/// Captures the return addresses of the current call stack into `out`, innermost first, and
+/// returns how many were written.
+///
+/// `skip` frames are dropped after the return address into `capture`'s caller: with `skip == 0`
+/// the first address lies in the function that called `capture`.
+///
+/// Never allocates through the global allocator, never panics, takes no lock. On the first call
+/// of a thread it asks libc for the thread's stack bounds, which may call `malloc` (the caller
+/// holds heapdelta's reentrancy guard, so that is not recorded).
+#[inline(never)]
+pub(crate) fn capture(out: &mut [usize], skip: usize) -> usize {
+    capture_hashed_here(out, skip).0
+}
+
+/// [`capture`], also returning `intern::hash_stack` of the captured stack, computed during the
+/// walk at almost no cost, for `intern::intern_hashed`.
+#[inline(never)]
+pub(crate) fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
+    capture_hashed_here(out, skip)
+}
+
+/// The body of [`capture`] and [`capture_hashed`], inlined into each so that the frame the walk
+/// starts from is theirs.
+#[inline(always)]
+fn capture_hashed_here(out: &mut [usize], skip: usize) -> (usize, u64) {
+    if out.is_empty() {
+        return (0, hash_stack(&[]));
+    }
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        if frame_pointers_present() {
+            let fp = fp::current_frame_pointer();
+            let (n, complete, hash) = fp::walk(fp, stack_bounds(), out, skip);
+            if complete {
+                return (n, hash);
+            }
+        }
+    }
+    UNWOUND.fetch_add(1, Ordering::Relaxed);
+    let n = capture_unwind_from(out, skip);
+    (n, hash_stack(out.get(..n).unwrap_or(&[])))
+}
+
+/// How many captures so far fell back to the unwinder (all of them without frame pointers; with
+/// frame pointers, those whose chain was broken).
+pub(crate) fn unwound_count() -> u64 {
+    UNWOUND.load(Ordering::Relaxed)
+}
+
+/// Captures with the DWARF unwinder (`backtrace::trace_unsynchronized`), for code without frame
+/// pointers. The result lines up with the frame-pointer walk's: the first address lies in the
+/// function that called this one (or `capture`), after `skip` more frames are dropped.
+#[inline(never)]
+pub(crate) fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
+    let n = capture_unwind_from(out, skip);
+    // Using the result after the call keeps it from becoming a tail jump, which would remove
+    // this frame, which `capture_unwind_from` drops.
+    std::hint::black_box(n)
+}
+
+/// The unwinder capture. Drops the frames up to and including this function's own, then the
+/// frame of its caller (`capture`, `capture_hashed` or `capture_unwind`), then `skip` more.
+#[inline(never)]
+fn capture_unwind_from(out: &mut [usize], skip: usize) -> usize {
+    let me = capture_unwind_from as fn(&mut [usize], usize) -> usize as usize;
+    let mut n = 0usize;
+    let mut seen_self = false;
+    let mut to_skip = skip.saturating_add(1);
+    // SAFETY: `trace_unsynchronized` is unsafe only because it does not take backtrace's global
+    // lock; concurrent unwinding is sound with the libgcc/LLVM unwinder used on Linux. The closure
+    // neither panics nor allocates: it only writes within `out`'s bounds (checked with `get_mut`).
+    unsafe {
+        backtrace::trace_unsynchronized(|frame| {
+            if !seen_self {
+                seen_self = frame.symbol_address() as usize == me;
+                return true;
+            }
+            if to_skip > 0 {
+                to_skip -= 1;
+                return true;
+            }
+            match out.get_mut(n) {
+                Some(slot) => {
+                    *slot = frame.ip() as usize;
+                    n += 1;
+                    n < out.len()
+                }
+                None => false,
+            }
+        });
+    }
+    n
+}
+
+/// Whether this build keeps frame pointers, probed once per process (see the module docs). Writes
+/// the one-time hint to stderr when it does not.
+pub(crate) fn frame_pointers_present() -> bool {
+    match FP_STATE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let present = probe();
+            FP_STATE.store(if present { 1 } else { 2 }, Ordering::Relaxed);
+            if !present {
+                print_hint();
+            }
+            present
+        }
+    }
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn probe() -> bool {
+    fp::probe_outer(stack_bounds())
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn probe() -> bool {
+    false
+}
+
+/// Writes the frame-pointer hint to stderr, once per process, without allocating.
+fn print_hint() {
+    if !HINT_PRINTED.swap(true, Ordering::Relaxed) {
+        // SAFETY: `HINT` is a valid static byte buffer of `HINT.len()` bytes; `write` on fd 2
+        // only reads it. A short or failed write is acceptable for a hint.
+        unsafe {
+            libc::write(2, HINT.as_ptr().cast(), HINT.len());
+        }
+    }
+}
+
+/// The current thread's stack bounds `(low, high)`, cached per thread; `(0, 0)` when unknown
+/// (every walk then stops at once and the unwinder is used).
+pub(crate) fn stack_bounds() -> (usize, usize) {
+    STACK_BOUNDS
+        .try_with(|cell| {
+            let cached = cell.get();
+            if cached.1 != 0 {
+                return cached;
+            }
+            let fresh = query_stack_bounds();
+            cell.set(fresh);
+            fresh
+        })
+        .unwrap_or((0, 0))
+}
+
+#[cfg(target_os = "linux")]
+fn query_stack_bounds() -> (usize, usize) {
+    let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+    // SAFETY: `pthread_getattr_np` initialises `attr` when it returns 0, and only then is it read
+    // and destroyed. `pthread_attr_getstack` writes the two out-pointers, which point to locals.
+    unsafe {
+        if libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) != 0 {
+            return (0, 0);
+        }
+        let mut addr: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: libc::size_t = 0;
+        let rc = libc::pthread_attr_getstack(attr.as_ptr(), &mut addr, &mut size);
+        libc::pthread_attr_destroy(attr.as_mut_ptr());
+        if rc != 0 || addr.is_null() {
+            return (0, 0);
+        }
+        let low = addr as usize;
+        match low.checked_add(size) {
+            Some(high) => (low, high),
+            None => (0, 0),
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn query_stack_bounds() -> (usize, usize) {
+    (0, 0)
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod fp {
+    use super::{hash_finish, hash_step, HASH_SEED, NEAR_STACK_TOP};
+
+    /// Alignment every frame record has: x86_64's `push rbp` happens at a 16-byte aligned `rsp`
+    /// after the call pushed 8 bytes; aarch64 frame records are at least 8-byte aligned.
+    #[cfg(target_arch = "x86_64")]
+    const FRAME_ALIGN: usize = 16;
+    #[cfg(target_arch = "aarch64")]
+    const FRAME_ALIGN: usize = 8;
+
+    /// Return addresses below this are never code.
+    const MIN_CODE_ADDRESS: usize = 4096;
+
+    // The frame-pointer register is read by a two-instruction assembly function rather than
+    // inline `asm!`: with `-C force-frame-pointers=yes` LLVM still *shrink-wraps* the prologue
+    // (`push rbp; mov rbp, rsp`) into the blocks that need it, so an inline read can run before
+    // the function's own frame record exists and see its caller's (observed in release builds of
+    // `capture` and the probe). A real call forces the prologue to dominate it, so the value
+    // returned is always the calling function's own frame record.
+    #[cfg(target_arch = "x86_64")]
+    std::arch::global_asm!(
+        ".pushsection .text.heapdelta_v0_1_frame_pointer,\"ax\",@progbits",
+        ".globl heapdelta_v0_1_frame_pointer",
+        ".hidden heapdelta_v0_1_frame_pointer",
+        ".type heapdelta_v0_1_frame_pointer,@function",
+        ".p2align 4",
+        "heapdelta_v0_1_frame_pointer:",
+        ".cfi_startproc",
+        "mov rax, rbp",
+        "ret",
+        ".cfi_endproc",
+        ".size heapdelta_v0_1_frame_pointer, .-heapdelta_v0_1_frame_pointer",
+        ".popsection",
+    );
+    #[cfg(target_arch = "aarch64")]
+    std::arch::global_asm!(
+        ".pushsection .text.heapdelta_v0_1_frame_pointer,\"ax\",%progbits",
+        ".globl heapdelta_v0_1_frame_pointer",
+        ".hidden heapdelta_v0_1_frame_pointer",
+        ".type heapdelta_v0_1_frame_pointer,%function",
+        ".p2align 4",
+        "heapdelta_v0_1_frame_pointer:",
+        ".cfi_startproc",
+        "mov x0, x29",
+        "ret",
+        ".cfi_endproc",
+        ".size heapdelta_v0_1_frame_pointer, .-heapdelta_v0_1_frame_pointer",
+        ".popsection",
+    );
+
+    extern "C" {
+        /// Returns the frame-pointer register as its caller left it (it sets up no frame).
+        fn heapdelta_v0_1_frame_pointer() -> usize;
+    }
+
+    /// The calling function's frame pointer: with frame pointers, the address of its own frame
+    /// record; without, whatever value the register holds (validated before any use).
+    #[inline(always)]
+    pub(super) fn current_frame_pointer() -> usize {
+        // SAFETY: the assembly function above only copies a register into the return register
+        // and returns; it reads no memory and follows the C calling convention.
+        unsafe { heapdelta_v0_1_frame_pointer() }
+    }
+
+    /// Whether a frame record may be read at `fp`: aligned and entirely inside `[low, high)`.
+    #[inline(always)]
+    fn record_in_bounds(fp: usize, (low, high): (usize, usize)) -> bool {
+        fp % FRAME_ALIGN == 0
+            && fp >= low
+            && fp < high.saturating_sub(2 * std::mem::size_of::<usize>())
+    }
+
+    /// Walks the frame records from `fp`, writing return addresses after the first `skip` into
+    /// `out`. Returns how many were written, whether the chain looks complete (buffer full, or an
+    /// end near the stack's outer end), and the stack's hash (`intern::hash_stack`).
+    #[inline(always)]
+    pub(super) fn walk(
+        mut fp: usize,
+        bounds: (usize, usize),
+        out: &mut [usize],
+        skip: usize,
+    ) -> (usize, bool, u64) {
+        let mut n = 0usize;
+        let mut hash = HASH_SEED;
+        let mut to_skip = skip;
+        let mut last_good = 0usize;
+        while record_in_bounds(fp, bounds) {
+            // SAFETY: `record_in_bounds` checked that the two words at `fp` lie inside the current
+            // thread's stack, which is mapped and readable, and are aligned.
+            let (next, ret) = unsafe {
+                let record = fp as *const usize;
+                (record.read(), record.add(1).read())
+            };
+            if ret < MIN_CODE_ADDRESS {
+                break;
+            }
+            last_good = fp;
+            if to_skip > 0 {
+                to_skip -= 1;
+            } else {
+                match out.get_mut(n) {
+                    Some(slot) => {
+                        *slot = ret;
+                        n += 1;
+                        hash = hash_step(hash, ret);
+                        if n == out.len() {
+                            return (n, true, hash_finish(hash, n));
+                        }
+                    }
+                    None => return (n, true, hash_finish(hash, n)),
+                }
+            }
+            if next <= fp {
+                break;
+            }
+            fp = next;
+        }
+        let complete = last_good != 0 && bounds.1.saturating_sub(last_good) <= NEAR_STACK_TOP;
+        (n, complete, hash_finish(hash, n))
+    }
+
+    /// The probe's outer half: true when the frame record found in `probe_inner` returns into
+    /// this function.
+    #[inline(never)]
+    pub(super) fn probe_outer(bounds: (usize, usize)) -> bool {
+        let ret = probe_inner(std::hint::black_box(bounds));
+        // Work after the call keeps it from becoming a tail jump.
+        let ret = std::hint::black_box(ret);
+        let start = probe_outer as fn((usize, usize)) -> bool as usize;
+        ret > start && ret - start < 1024
+    }
+
+    /// The probe's inner half: the return address stored in the frame record the frame-pointer
+    /// register designates, or 0 when that register does not point into the stack.
+    #[inline(never)]
+    fn probe_inner(bounds: (usize, usize)) -> usize {
+        let fp = current_frame_pointer();
+        if !record_in_bounds(fp, bounds) {
+            return 0;
+        }
+        // SAFETY: `record_in_bounds` checked that both words at `fp` are inside this thread's
+        // stack, aligned and readable.
+        unsafe { (fp as *const usize).add(1).read() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn nested_capture_target(out: &mut [usize]) -> usize {
+        let n = capture(out, 0);
+        std::hint::black_box(n)
+    }
+
+    fn resolved_names(stack: &[usize]) -> Vec<String> {
+        let mut names = Vec::new();
+        for &ip in stack {
+            backtrace::resolve((ip - 1) as *mut std::ffi::c_void, |sym| {
+                if let Some(name) = sym.name() {
+                    names.push(format!("{name:#}"));
+                }
+            });
+        }
+        names
+    }
+
+    #[test]
+    fn this_build_has_frame_pointers() {
+        // .cargo/config.toml builds the crate's tests with `-C force-frame-pointers=yes`.
+        assert!(frame_pointers_present());
+    }
+
+    #[test]
+    fn stack_bounds_contain_a_local() {
+        let local = 0u8;
+        let addr = &local as *const u8 as usize;
+        let (low, high) = stack_bounds();
+        assert!(
+            low < addr && addr < high,
+            "{low:#x} < {addr:#x} < {high:#x}"
+        );
+    }
+
+    #[test]
+    fn capture_starts_in_the_calling_function() {
+        let mut out = [0usize; 32];
+        let n = nested_capture_target(&mut out);
+        assert!(n >= 2, "only {n} frames");
+        let names = resolved_names(&out[..1]);
+        assert!(
+            names.iter().any(|f| f.contains("nested_capture_target")),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn capture_contains_the_test_function() {
+        let mut out = [0usize; 32];
+        let n = nested_capture_target(&mut out);
+        let names = resolved_names(&out[..n]);
+        assert!(
+            names
+                .iter()
+                .any(|f| f.contains("capture_contains_the_test_function")),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn skip_drops_frames_from_the_inner_end() {
+        let mut all = [0usize; 32];
+        let mut skipped = [0usize; 32];
+        let (n_all, n_skipped) = two_captures(&mut all, &mut skipped);
+        assert!(n_all > 2);
+        // `all[0]` is the call instruction in `two_captures`; the rest is the same chain.
+        assert_eq!(&all[1..n_all], &skipped[..n_skipped]);
+    }
+
+    #[inline(never)]
+    fn two_captures(all: &mut [usize], skipped: &mut [usize]) -> (usize, usize) {
+        let a = capture(all, 0);
+        let b = capture(skipped, 1);
+        std::hint::black_box((a, b))
+    }
+
+    #[test]
+    fn capture_hashed_returns_the_hash_of_the_captured_stack() {
+        let mut out = [0usize; 32];
+        let (n, hash) = capture_hashed(&mut out, 0);
+        assert_eq!(hash, hash_stack(&out[..n]));
+    }
+
+    #[test]
+    fn capture_hashed_and_capture_agree_on_the_callers() {
+        let mut a = [0usize; 32];
+        let mut b = [0usize; 32];
+        let (na, nb) = hashed_and_plain(&mut a, &mut b);
+        assert_eq!(&a[1..na], &b[1..nb]);
+    }
+
+    #[inline(never)]
+    fn hashed_and_plain(a: &mut [usize], b: &mut [usize]) -> (usize, usize) {
+        let x = capture_hashed(a, 0).0;
+        let y = capture(b, 0);
+        std::hint::black_box((x, y))
+    }
+
+    #[test]
+    fn capture_stops_at_the_buffer_length() {
+        let mut out = [0usize; 3];
+        assert_eq!(capture(&mut out, 0), 3);
+    }
+
+    #[test]
+    fn empty_buffer_captures_nothing() {
+        assert_eq!(capture(&mut [], 0), 0);
+    }
+
+    #[test]
+    fn unwinder_fallback_matches_the_frame_pointer_walk() {
+        let mut by_fp = [0usize; 8];
+        let mut by_unwinder = [0usize; 8];
+        let (a, b) = fp_and_unwind(&mut by_fp, &mut by_unwinder);
+        assert!(a >= 4 && b >= 4, "{a} {b}");
+        // Same function, different call instructions: frame 0 differs, the callers' do not.
+        assert_eq!(&by_fp[1..4], &by_unwinder[1..4]);
+    }
+
+    #[inline(never)]
+    fn fp_and_unwind(a: &mut [usize], b: &mut [usize]) -> (usize, usize) {
+        let x = capture(a, 0);
+        let y = capture_unwind(b, 0);
+        std::hint::black_box((x, y))
+    }
+
+    #[test]
+    fn unwinder_fallback_starts_in_the_calling_function() {
+        let mut out = [0usize; 16];
+        let n = unwind_target(&mut out);
+        let names = resolved_names(&out[..n.min(1)]);
+        assert!(
+            names.iter().any(|f| f.contains("unwind_target")),
+            "{names:?}"
+        );
+    }
+
+    #[inline(never)]
+    fn unwind_target(out: &mut [usize]) -> usize {
+        let n = capture_unwind(out, 0);
+        std::hint::black_box(n)
+    }
+
+    #[test]
+    fn frame_pointer_chain_of_a_test_thread_is_complete() {
+        let mut out = [0usize; 256];
+        let (n, complete, _) = fp::walk(fp::current_frame_pointer(), stack_bounds(), &mut out, 0);
+        assert!(complete, "chain of {n} frames judged broken");
+    }
+
+    #[test]
+    fn frame_pointer_chain_of_a_spawned_thread_is_complete() {
+        let complete = std::thread::spawn(|| {
+            let mut out = [0usize; 256];
+            fp::walk(fp::current_frame_pointer(), stack_bounds(), &mut out, 0).1
+        })
+        .join()
+        .unwrap();
+        assert!(complete);
+    }
+
+    #[test]
+    fn walk_from_a_bogus_frame_pointer_is_empty() {
+        let mut out = [0usize; 8];
+        let (n, complete, _) = fp::walk(12345, stack_bounds(), &mut out, 0);
+        assert_eq!(n, 0);
+        assert!(!complete);
+    }
+
+    #[test]
+    fn capture_works_on_a_spawned_thread() {
+        let n = std::thread::spawn(|| {
+            let mut out = [0usize; 32];
+            nested_capture_target(&mut out)
+        })
+        .join()
+        .unwrap();
+        assert!(n >= 3, "{n}");
+    }
+}

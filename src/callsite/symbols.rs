@@ -1,0 +1,511 @@
+//! Symbolisation of interned stacks into [`Site`]s, only when a report is made.
+//!
+//! Each return address is resolved at `addr - 1` (inside the call instruction, not after it)
+//! with `backtrace::resolve`, inlined frames expanded (innermost first). The frame list is then:
+//!
+//! 1. **trimmed** at the inner end: frames of the global-allocator shims (`__rust_alloc`,
+//!    `__rg_alloc` …), of heapdelta, and of the standard library (`alloc`, `core`, `std`, std's
+//!    vendored `hashbrown`) are dropped until the first user frame, which becomes `frames()[0]`.
+//!    The dropped frames go to [`typename::derive`](super::typename::derive);
+//! 2. trimmed at the outer end: everything outside the outermost user frame (`main` wrappers,
+//!    `lang_start`, libc's start routines, thread start glue);
+//! 3. **folded**: consecutive frames of the same function in the same file (recursion) become one,
+//!    the innermost;
+//! 4. paths **shortened**: relative to the current directory when under it,
+//!    `crate-x.y.z/src/…` for the cargo registry, `alloc/src/…` for `/rustc/<hash>/library/…`.
+//!
+//! Results are cached per [`SiteId`]. This runs outside the allocation hot path, under the
+//! caller's reentrancy guard, so it may allocate and lock; it never panics (a poisoned cache is
+//! recovered, a panic in symbolisation yields a site of unknown frames).
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Mutex;
+
+use super::intern::{self, SiteId, NO_SITE, OVERFLOW};
+use super::site::{Frame, Site};
+use super::typename;
+
+static CACHE: Mutex<Option<HashMap<SiteId, Site>>> = Mutex::new(None);
+
+/// Where a frame's code comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    /// The program being profiled (including its dependencies).
+    User,
+    /// `alloc`, `core`, `std` and what std vendors.
+    Std,
+    /// heapdelta itself, and the global-allocator shims.
+    Allocator,
+    /// Program and thread start-up, libc.
+    Runtime,
+}
+
+/// A resolved frame before trimming: the frame with its full file path, and its origin.
+#[derive(Clone, Debug)]
+struct RawFrame {
+    frame: Frame,
+    origin: Origin,
+}
+
+/// The symbolised, trimmed site of `id` (cached).
+pub(crate) fn resolve(id: SiteId) -> Site {
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(site) = cache.as_ref().and_then(|map| map.get(&id)) {
+        return site.clone();
+    }
+    let site = match id {
+        NO_SITE => Site::new(Vec::new()),
+        OVERFLOW => Site::new(vec![Frame {
+            function: "(other call sites: the site table is full)".to_string(),
+            file: None,
+            line: None,
+        }]),
+        _ => resolve_stack(intern::stack(id), own_source_dir()),
+    };
+    cache
+        .get_or_insert_with(HashMap::new)
+        .insert(id, site.clone());
+    site
+}
+
+/// heapdelta's own source directory, whose frames are trimmed.
+fn own_source_dir() -> &'static str {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/src/")
+}
+
+/// Symbolises, trims, folds and shortens `stack`; frames under `own_dir` count as heapdelta's.
+fn resolve_stack(stack: &[usize], own_dir: &str) -> Site {
+    let raw = std::panic::catch_unwind(|| symbolise(stack, own_dir)).unwrap_or_default();
+    let cwd = std::env::current_dir()
+        .ok()
+        .map(|dir| format!("{}/", dir.display()));
+    build_site(raw, cwd.as_deref())
+}
+
+/// Resolves every address, inlined frames expanded, innermost first.
+fn symbolise(stack: &[usize], own_dir: &str) -> Vec<RawFrame> {
+    let mut raw = Vec::with_capacity(stack.len() * 2);
+    for &ip in stack {
+        let before = raw.len();
+        // The return address follows the call; `ip - 1` lies within the call instruction.
+        let pc = ip.wrapping_sub(1) as *mut c_void;
+        backtrace::resolve(pc, |symbol| {
+            let function = symbol
+                .name()
+                .map(|name| format!("{name:#}"))
+                .unwrap_or_else(|| format!("{ip:#x}"));
+            let file = symbol.filename().map(|path| path.display().to_string());
+            let line = symbol.lineno();
+            let origin = origin(&function, file.as_deref(), own_dir);
+            raw.push(RawFrame {
+                frame: Frame {
+                    function,
+                    file,
+                    line,
+                },
+                origin,
+            });
+        });
+        if raw.len() == before {
+            raw.push(RawFrame {
+                frame: Frame {
+                    function: format!("{ip:#x}"),
+                    file: None,
+                    line: None,
+                },
+                origin: Origin::Runtime,
+            });
+        }
+    }
+    raw
+}
+
+/// Allocator shims rustc generates for `#[global_allocator]` (their debug info points at the
+/// user's `static`, so they are recognised by name).
+const SHIM_PREFIXES: &[&str] = &["__rust_", "__rg_", "__rdl_", "__rde_", "__rg_oom"];
+
+/// Start-up and libc functions outside the user's code.
+const RUNTIME_NAMES: &[&str] = &[
+    "_start",
+    "__libc_start_main",
+    "__libc_start_main_impl",
+    "__libc_start_call_main",
+    "start_thread",
+    "clone",
+    "clone3",
+    "thread_start",
+];
+
+/// Path prefixes of std's names when there is no file (no debug information).
+const STD_NAME_PREFIXES: &[&str] = &[
+    "std::",
+    "core::",
+    "alloc::",
+    "<std::",
+    "<core::",
+    "<alloc::",
+    "hashbrown::",
+    "<hashbrown::",
+    "<&",
+    "<[",
+    "<(",
+];
+
+fn origin(function: &str, file: Option<&str>, own_dir: &str) -> Origin {
+    if SHIM_PREFIXES.iter().any(|p| function.starts_with(p)) {
+        return Origin::Allocator;
+    }
+    if RUNTIME_NAMES.contains(&function)
+        || function.contains("lang_start")
+        || function.starts_with("__rust_begin_short_backtrace")
+    {
+        return Origin::Runtime;
+    }
+    match file {
+        Some(file) if is_std_path(file) => Origin::Std,
+        Some(file) if file.starts_with(own_dir) => Origin::Allocator,
+        Some(_) => Origin::User,
+        None if function == "main" => Origin::Runtime,
+        None if function.starts_with("heapdelta::") || function.starts_with("<heapdelta::") => {
+            Origin::Allocator
+        }
+        None if STD_NAME_PREFIXES.iter().any(|p| function.starts_with(p)) => Origin::Std,
+        None if function.starts_with("0x") => Origin::Runtime,
+        None => Origin::User,
+    }
+}
+
+fn is_std_path(file: &str) -> bool {
+    (file.starts_with("/rustc/") && file.contains("/library/"))
+        || file.starts_with("/rust/deps/")
+        || file.contains("/lib/rustlib/src/rust/library/")
+}
+
+/// Trims, folds and shortens resolved frames into a site with its derived type.
+fn build_site(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
+    let first_user = raw.iter().position(|f| f.origin == Origin::User);
+    let last_user = raw.iter().rposition(|f| f.origin == Origin::User);
+    let (trimmed, kept): (Vec<RawFrame>, Vec<RawFrame>) = match (first_user, last_user) {
+        (Some(first), Some(last)) => {
+            let trimmed = raw[..first].to_vec();
+            let kept = raw[first..=last].to_vec();
+            (trimmed, kept)
+        }
+        // No user frame (an allocation of std's own start-up, say): keep what is not allocator
+        // or runtime, so the site still says something.
+        _ => {
+            let kept = raw
+                .iter()
+                .filter(|f| f.origin == Origin::Std)
+                .cloned()
+                .collect();
+            (raw, kept)
+        }
+    };
+    let shorten_all = |frames: Vec<RawFrame>| -> Vec<Frame> {
+        frames
+            .into_iter()
+            .map(|f| Frame {
+                file: f.frame.file.map(|file| shorten_path(&file, cwd)),
+                ..f.frame
+            })
+            .collect()
+    };
+    let trimmed = shorten_all(trimmed);
+    let type_name = typename::derive(&trimmed);
+    let kept = fold_recursion(shorten_all(kept));
+    Site::with_type(kept, type_name)
+}
+
+/// Folds recursion: when a function (same name and file) appears again further out, the frames
+/// from its inner occurrence out to the repeat are one trip around the recursion and are dropped,
+/// so every depth of a recursive path (direct, or through closures and iterator adapters) gives
+/// the same site.
+fn fold_recursion(frames: Vec<Frame>) -> Vec<Frame> {
+    let mut out: Vec<Frame> = Vec::with_capacity(frames.len());
+    for frame in frames {
+        let earlier = out
+            .iter()
+            .position(|prev| prev.function == frame.function && prev.file == frame.file);
+        match earlier {
+            Some(i) => out.truncate(i + 1),
+            None => out.push(frame),
+        }
+    }
+    out
+}
+
+/// A path as shown in reports (see the module docs).
+fn shorten_path(path: &str, cwd: Option<&str>) -> String {
+    if let Some(rest) = cwd.and_then(|cwd| path.strip_prefix(cwd)) {
+        return rest.to_string();
+    }
+    // ~/.cargo/registry/src/<index>/crate-x.y.z/src/lib.rs → crate-x.y.z/src/lib.rs
+    if let Some(at) = path.find("/registry/src/") {
+        let after_index = &path[at + "/registry/src/".len()..];
+        if let Some(slash) = after_index.find('/') {
+            return after_index[slash + 1..].to_string();
+        }
+    }
+    // /rustc/<hash>/library/alloc/src/vec/mod.rs → alloc/src/vec/mod.rs
+    if let Some(at) = path.find("/library/") {
+        if path.starts_with("/rustc/") || path.contains("/lib/rustlib/src/rust/") {
+            return path[at + "/library/".len()..].to_string();
+        }
+    }
+    // /rust/deps/hashbrown-0.16.1/src/map.rs → hashbrown-0.16.1/src/map.rs
+    if let Some(rest) = path.strip_prefix("/rust/deps/") {
+        return rest.to_string();
+    }
+    path.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(function: &str, file: Option<&str>, line: u32) -> RawFrame {
+        RawFrame {
+            origin: origin(function, file, "/work/heapdelta/src/"),
+            frame: Frame {
+                function: function.to_string(),
+                file: file.map(str::to_string),
+                line: Some(line),
+            },
+        }
+    }
+
+    const STD: &str = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library";
+
+    fn realistic_vec_push() -> Vec<RawFrame> {
+        vec![
+            raw(
+                "alloc<std::alloc::System>",
+                Some("/work/heapdelta/src/tracker.rs"),
+                40,
+            ),
+            raw("__rust_alloc", Some("/home/u/app/src/main.rs"), 3),
+            raw(
+                "alloc::alloc::alloc",
+                Some(&format!("{STD}/alloc/src/alloc.rs")),
+                95,
+            ),
+            raw(
+                "<alloc::raw_vec::RawVecInner>::finish_grow",
+                Some(&format!("{STD}/alloc/src/raw_vec/mod.rs")),
+                558,
+            ),
+            raw(
+                "<alloc::raw_vec::RawVec<u8>>::grow_one",
+                Some(&format!("{STD}/alloc/src/raw_vec/mod.rs")),
+                188,
+            ),
+            raw(
+                "push<u8, alloc::alloc::Global>",
+                Some(&format!("{STD}/alloc/src/vec/mod.rs")),
+                992,
+            ),
+            raw("model::compose", Some("/home/u/app/src/model.rs"), 88),
+            raw("main", Some("/home/u/app/src/main.rs"), 12),
+            raw(
+                "call_once<fn(), ()>",
+                Some(&format!("{STD}/core/src/ops/function.rs")),
+                250,
+            ),
+            raw(
+                "__rust_begin_short_backtrace<fn(), ()>",
+                Some(&format!("{STD}/std/src/sys/backtrace.rs")),
+                166,
+            ),
+            raw(
+                "std::rt::lang_start_internal",
+                Some(&format!("{STD}/std/src/rt.rs")),
+                171,
+            ),
+            raw("main", None, 0),
+            raw(
+                "__libc_start_call_main",
+                Some("./csu/../sysdeps/nptl/libc_start_call_main.h"),
+                58,
+            ),
+            raw("_start", None, 0),
+        ]
+    }
+
+    #[test]
+    fn first_frame_is_the_users_after_trimming() {
+        let site = build_site(realistic_vec_push(), Some("/home/u/app/"));
+        assert_eq!(site.frames()[0].function, "model::compose");
+        assert_eq!(site.to_string(), "model::compose (src/model.rs:88)");
+    }
+
+    #[test]
+    fn start_up_frames_are_trimmed_from_the_outer_end() {
+        let site = build_site(realistic_vec_push(), Some("/home/u/app/"));
+        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(names, ["model::compose", "main"]);
+    }
+
+    #[test]
+    fn type_is_derived_from_the_trimmed_frames() {
+        let site = build_site(realistic_vec_push(), Some("/home/u/app/"));
+        assert_eq!(site.type_name(), "Vec<u8>");
+    }
+
+    #[test]
+    fn recursion_is_folded_into_one_frame() {
+        let mut frames = realistic_vec_push();
+        let deep = raw("walk", Some("/home/u/app/src/tree.rs"), 10);
+        for _ in 0..5 {
+            frames.insert(6, deep.clone());
+        }
+        let site = build_site(frames, Some("/home/u/app/"));
+        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(names, ["walk", "model::compose", "main"]);
+    }
+
+    #[test]
+    fn recursion_through_closures_and_iterators_is_folded_into_one_frame() {
+        let mut frames = realistic_vec_push();
+        // innermost first: the closure and the iterator adapter, then the recursive call
+        let level = [
+            raw("Node::forward::{{closure}}", Some("/home/u/app/src/model.rs"), 41),
+            raw("fold<f32>", Some(&format!("{STD}/core/src/iter/adapters/map.rs")), 128),
+            raw("Node::forward", Some("/home/u/app/src/model.rs"), 41),
+        ];
+        for _ in 0..3 {
+            for (k, f) in level.iter().enumerate() {
+                frames.insert(6 + k, f.clone());
+            }
+        }
+        frames.insert(6, raw("Node::forward", Some("/home/u/app/src/model.rs"), 40));
+        let site = build_site(frames, Some("/home/u/app/"));
+        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(names, ["Node::forward", "model::compose", "main"]);
+        assert_eq!(site.frames()[0].line, Some(40));
+    }
+
+    #[test]
+    fn frames_of_std_between_user_frames_are_kept() {
+        let mut frames = realistic_vec_push();
+        frames.insert(
+            7,
+            raw(
+                "for_each<i32>",
+                Some(&format!("{STD}/core/src/iter/traits/iterator.rs")),
+                800,
+            ),
+        );
+        let site = build_site(frames, Some("/home/u/app/"));
+        assert_eq!(site.frames().len(), 3);
+    }
+
+    #[test]
+    fn paths_under_the_current_directory_become_relative() {
+        assert_eq!(
+            shorten_path("/home/u/app/src/model.rs", Some("/home/u/app/")),
+            "src/model.rs"
+        );
+    }
+
+    #[test]
+    fn registry_paths_start_at_the_crate() {
+        assert_eq!(
+            shorten_path(
+                "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde_json-1.0.154/src/de.rs",
+                Some("/home/u/app/")
+            ),
+            "serde_json-1.0.154/src/de.rs"
+        );
+    }
+
+    #[test]
+    fn std_paths_start_at_the_library_crate() {
+        assert_eq!(
+            shorten_path(&format!("{STD}/alloc/src/vec/mod.rs"), None),
+            "alloc/src/vec/mod.rs"
+        );
+        assert_eq!(
+            shorten_path("/rust/deps/hashbrown-0.16.1/src/map.rs", None),
+            "hashbrown-0.16.1/src/map.rs"
+        );
+    }
+
+    #[test]
+    fn other_paths_are_left_alone() {
+        assert_eq!(
+            shorten_path("/opt/x/src/a.rs", Some("/home/u/app/")),
+            "/opt/x/src/a.rs"
+        );
+    }
+
+    #[test]
+    fn allocator_shims_are_recognised_by_name() {
+        assert_eq!(
+            origin("__rg_alloc", Some("/home/u/app/src/main.rs"), "/x/"),
+            Origin::Allocator
+        );
+        assert_eq!(origin("__rust_realloc", None, "/x/"), Origin::Allocator);
+    }
+
+    #[test]
+    fn a_site_without_user_frames_keeps_the_std_frames() {
+        let frames = vec![
+            raw("__rust_alloc", None, 0),
+            raw("std::rt::init", Some(&format!("{STD}/std/src/rt.rs")), 1),
+            raw("_start", None, 0),
+        ];
+        let site = build_site(frames, None);
+        assert_eq!(site.to_string(), "std::rt::init (std/src/rt.rs:1)");
+    }
+
+    #[test]
+    fn no_site_resolves_to_an_empty_site() {
+        assert_eq!(resolve(NO_SITE).to_string(), "(unknown)");
+    }
+
+    #[test]
+    fn overflow_resolves_to_an_explanation() {
+        assert!(resolve(OVERFLOW).to_string().contains("table is full"));
+    }
+
+    #[inline(never)]
+    fn allocation_site_for_test(out: &mut [usize]) -> usize {
+        let n = super::super::capture::capture(out, 0);
+        std::hint::black_box(n)
+    }
+
+    #[test]
+    fn a_captured_stack_resolves_to_the_capturing_function() {
+        let mut stack = [0usize; 32];
+        let n = allocation_site_for_test(&mut stack);
+        // Frames of this file count as the user's here (a directory that matches nothing).
+        let site = resolve_stack(&stack[..n], "/nonexistent/");
+        let first = &site.frames()[0];
+        assert!(
+            first.function.contains("allocation_site_for_test"),
+            "{site:?}"
+        );
+        assert_eq!(first.file.as_deref(), Some("src/callsite/symbols.rs"));
+    }
+
+    #[test]
+    fn the_same_id_resolves_once_and_is_cached() {
+        let mut stack = [0usize; 32];
+        let n = allocation_site_for_test(&mut stack);
+        let id = intern::intern(&stack[..n]);
+        let a = resolve(id);
+        let b = resolve(id);
+        assert_eq!(a, b);
+        assert!(CACHE.lock().unwrap().as_ref().unwrap().contains_key(&id));
+    }
+
+    #[test]
+    fn odd_addresses_do_not_panic() {
+        let site = resolve_stack(&[0, 1, usize::MAX], "/nonexistent/");
+        assert_eq!(site.type_name(), "(unknown)");
+    }
+}

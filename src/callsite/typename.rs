@@ -1,0 +1,806 @@
+//! The allocated type, derived from the standard-library frames an allocation went through.
+//!
+//! Input: the frames trimmed from the inner end of a site (innermost first), with file paths
+//! already shortened by `symbols` (`alloc/src/vec/mod.rs`, `std/src/collections/hash/map.rs`,
+//! `hashbrown-0.16.1/src/raw/mod.rs` for std's vendored hashbrown). With line-table debug
+//! information, inlined std frames are named like `from_elem<f32>` or
+//! `insert<alloc::string::String, u32, std::hash::random::RandomState, alloc::alloc::Global>`
+//! (short name, generic arguments); non-inlined ones like `<alloc::raw_vec::RawVec<u8>>::grow_one`
+//! (std is built with v0 mangling, which keeps generic arguments).
+//!
+//! The scan goes outward from the allocation. The innermost frame that names a type gives a
+//! candidate (`RawVec<u8>` → a `Vec<u8>` buffer); an outer frame replaces it only when it is the
+//! known owner of exactly that allocation (`String` owns a `Vec<u8>` buffer, `HashMap` owns a
+//! hashbrown table, `Arc<T>` is a `Box<ArcInner<T>>` …). Any other typed frame further out is a
+//! *container of* the allocated value, not the allocation (`Vec<String>::clone` cloning one
+//! `String`), and ends the scan. When nothing determines the type: `None`, never a guess.
+
+use super::site::Frame;
+
+/// What a standard-library module allocates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    RawVec,
+    Vec,
+    String,
+    Boxed,
+    Arc,
+    Rc,
+    BTree,
+    VecDeque,
+    BinaryHeap,
+    LinkedList,
+    HashTable,
+    HashMap,
+    HashSet,
+    /// A type without parameters that owns a byte buffer (`CString`, `OsString`, `PathBuf`).
+    Named(&'static str),
+}
+
+/// `(shortened file prefix, path in the function's name, kind)`; the name form is used when a
+/// frame has no file.
+const MODULES: &[(&str, &str, Kind)] = &[
+    ("alloc/src/raw_vec", "alloc::raw_vec::", Kind::RawVec),
+    ("alloc/src/vec/", "alloc::vec::", Kind::Vec),
+    ("alloc/src/slice.rs", "alloc::slice::", Kind::Vec),
+    ("alloc/src/string.rs", "alloc::string::", Kind::String),
+    ("alloc/src/fmt.rs", "alloc::fmt::", Kind::String),
+    ("alloc/src/str.rs", "alloc::str::", Kind::String),
+    ("alloc/src/boxed", "alloc::boxed::", Kind::Boxed),
+    ("alloc/src/sync.rs", "alloc::sync::", Kind::Arc),
+    ("alloc/src/rc.rs", "alloc::rc::", Kind::Rc),
+    (
+        "alloc/src/collections/btree/",
+        "alloc::collections::btree::",
+        Kind::BTree,
+    ),
+    (
+        "alloc/src/collections/vec_deque/",
+        "alloc::collections::vec_deque::",
+        Kind::VecDeque,
+    ),
+    (
+        "alloc/src/collections/binary_heap/",
+        "alloc::collections::binary_heap::",
+        Kind::BinaryHeap,
+    ),
+    (
+        "alloc/src/collections/linked_list.rs",
+        "alloc::collections::linked_list::",
+        Kind::LinkedList,
+    ),
+    ("hashbrown-", "hashbrown::", Kind::HashTable),
+    (
+        "std/src/collections/hash/map.rs",
+        "std::collections::hash::map::",
+        Kind::HashMap,
+    ),
+    (
+        "std/src/collections/hash/set.rs",
+        "std::collections::hash::set::",
+        Kind::HashSet,
+    ),
+    (
+        "alloc/src/ffi/c_str.rs",
+        "alloc::ffi::c_str::",
+        Kind::Named("CString"),
+    ),
+    (
+        "std/src/ffi/os_str.rs",
+        "std::ffi::os_str::",
+        Kind::Named("OsString"),
+    ),
+    ("std/src/path.rs", "std::path::", Kind::Named("PathBuf")),
+];
+
+/// The allocation as known so far.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Candidate {
+    /// A `RawVec<T>` / `Vec<T>` buffer.
+    Buffer(String),
+    String,
+    Boxed(String),
+    /// A hashbrown table, owner not yet seen.
+    Table,
+    /// A finished answer.
+    Done(String),
+}
+
+/// The allocated type for the trimmed frames (innermost first), or `None` when they do not
+/// determine it.
+pub(crate) fn derive(trimmed: &[Frame]) -> Option<String> {
+    let mut candidate: Option<Candidate> = None;
+    for frame in trimmed {
+        let Some(kind) = classify(frame) else {
+            continue;
+        };
+        let args = generic_args(&frame.function);
+        match step(candidate.clone(), kind, &args) {
+            Step::Continue(next) => candidate = next,
+            Step::Stop => break,
+        }
+        if let Some(Candidate::Done(_)) = candidate {
+            break;
+        }
+    }
+    match candidate? {
+        Candidate::Buffer(t) => Some(format!("Vec<{}>", pretty(&t))),
+        Candidate::String => Some("String".to_string()),
+        Candidate::Boxed(t) => Some(format!("Box<{}>", pretty(&t))),
+        Candidate::Table => None,
+        Candidate::Done(t) => Some(t),
+    }
+}
+
+enum Step {
+    /// Keep scanning with this candidate.
+    Continue(Option<Candidate>),
+    /// The frame belongs to a container of the allocated value: the candidate is the answer.
+    Stop,
+}
+
+fn step(candidate: Option<Candidate>, kind: Kind, args: &[String]) -> Step {
+    use Candidate as C;
+    let first = args.first().cloned();
+    match kind {
+        Kind::RawVec | Kind::Vec => match (candidate, first) {
+            (cand, None) => Step::Continue(cand),
+            (None, Some(t)) => Step::Continue(Some(C::Buffer(t))),
+            (Some(C::Buffer(u)), Some(t)) if u == t => Step::Continue(Some(C::Buffer(u))),
+            _ => Step::Stop,
+        },
+        Kind::String => match candidate {
+            None | Some(C::String) => Step::Continue(Some(C::String)),
+            Some(C::Buffer(u)) if u == "u8" => Step::Continue(Some(C::String)),
+            _ => Step::Stop,
+        },
+        Kind::Boxed => match (candidate, first) {
+            (cand, None) => Step::Continue(cand),
+            (None, Some(t)) => Step::Continue(Some(C::Boxed(t))),
+            (Some(C::Boxed(u)), Some(t)) if u == t => Step::Continue(Some(C::Boxed(u))),
+            _ => Step::Stop,
+        },
+        Kind::Arc | Kind::Rc => {
+            let (name, inner) = if kind == Kind::Arc {
+                ("Arc", "ArcInner")
+            } else {
+                ("Rc", "RcInner")
+            };
+            let param = match &candidate {
+                None => None,
+                Some(C::Boxed(boxed)) => match unwrap_type(boxed, inner) {
+                    Some(t) => Some(t),
+                    None => return Step::Stop,
+                },
+                Some(_) => return Step::Stop,
+            };
+            let param = param.or(first).map(|t| pretty(&t));
+            let param = param.as_deref().unwrap_or("_");
+            Step::Continue(Some(C::Done(format!("{name}<{param}>"))))
+        }
+        Kind::BTree => {
+            let node_params = match &candidate {
+                None => None,
+                Some(C::Boxed(boxed)) => {
+                    match unwrap_type(boxed, "LeafNode")
+                        .or_else(|| unwrap_type(boxed, "InternalNode"))
+                    {
+                        Some(params) => Some(split_args(&params)),
+                        None => return Step::Stop,
+                    }
+                }
+                Some(_) => return Step::Stop,
+            };
+            let params = if args.len() >= 2 {
+                Some(args.to_vec())
+            } else {
+                node_params.filter(|p| p.len() >= 2)
+            };
+            let answer = match params {
+                Some(p) if p[1].ends_with("SetValZST") => format!("BTreeSet<{}>", pretty(&p[0])),
+                Some(p) => format!("BTreeMap<{}, {}>", pretty(&p[0]), pretty(&p[1])),
+                None => return Step::Continue(candidate),
+            };
+            Step::Continue(Some(C::Done(answer)))
+        }
+        Kind::VecDeque | Kind::BinaryHeap => {
+            let name = if kind == Kind::VecDeque {
+                "VecDeque"
+            } else {
+                "BinaryHeap"
+            };
+            match (candidate, first) {
+                (None, Some(t)) => Step::Continue(Some(C::Done(format!("{name}<{}>", pretty(&t))))),
+                (Some(C::Buffer(u)), t) if t.as_ref().map_or(true, |t| *t == u) => {
+                    Step::Continue(Some(C::Done(format!("{name}<{}>", pretty(&u)))))
+                }
+                (cand @ None, None) => Step::Continue(cand),
+                _ => Step::Stop,
+            }
+        }
+        Kind::LinkedList => match (candidate, first) {
+            (None, Some(t)) => Step::Continue(Some(C::Done(format!("LinkedList<{}>", pretty(&t))))),
+            (Some(C::Boxed(boxed)), _) => match unwrap_type(&boxed, "Node") {
+                Some(t) => Step::Continue(Some(C::Done(format!("LinkedList<{}>", pretty(&t))))),
+                None => Step::Stop,
+            },
+            (cand @ None, None) => Step::Continue(cand),
+            _ => Step::Stop,
+        },
+        Kind::HashTable => match candidate {
+            None | Some(C::Table) => Step::Continue(Some(C::Table)),
+            _ => Step::Stop,
+        },
+        Kind::HashMap | Kind::HashSet => match candidate {
+            None | Some(C::Table) => {
+                let answer = if kind == Kind::HashMap {
+                    match args {
+                        [k, v, ..] => format!("HashMap<{}, {}>", pretty(k), pretty(v)),
+                        _ => "HashMap<_, _>".to_string(),
+                    }
+                } else {
+                    match args {
+                        [t, ..] => format!("HashSet<{}>", pretty(t)),
+                        _ => "HashSet<_>".to_string(),
+                    }
+                };
+                Step::Continue(Some(C::Done(answer)))
+            }
+            _ => Step::Stop,
+        },
+        Kind::Named(name) => match candidate {
+            None | Some(C::String) => Step::Continue(Some(C::Done(name.to_string()))),
+            Some(C::Buffer(u)) if u == "u8" => Step::Continue(Some(C::Done(name.to_string()))),
+            _ => Step::Stop,
+        },
+    }
+}
+
+/// The standard-library module of a frame, by file or, without one, by the path in its name.
+fn classify(frame: &Frame) -> Option<Kind> {
+    match &frame.file {
+        Some(file) => MODULES
+            .iter()
+            .find(|(prefix, _, _)| file.starts_with(prefix))
+            .map(|&(_, _, kind)| kind),
+        None => {
+            let path = strip_generics(&frame.function);
+            let path = path.trim_start_matches('<');
+            MODULES
+                .iter()
+                .find(|(_, name, _)| path.starts_with(name))
+                .map(|&(_, _, kind)| kind)
+        }
+    }
+}
+
+/// The generic arguments a frame's name carries, without allocator arguments: `push<u8,
+/// alloc::alloc::Global>` → `["u8"]`; `<alloc::raw_vec::RawVec<u8>>::grow_one` → `["u8"]`
+/// (those of the `impl`'s type); `<Global as Allocator>::allocate` → `[]`.
+fn generic_args(function: &str) -> Vec<String> {
+    let inner = if let Some(rest) = function.strip_prefix('<') {
+        // `<Type>::method` or `<Type as Trait>::method`: the type's arguments.
+        match matching_close(rest) {
+            Some(end) => {
+                let qualified = &rest[..end];
+                let ty = split_top_level(qualified, " as ")
+                    .into_iter()
+                    .next()
+                    .unwrap_or(qualified);
+                trailing_args(ty)
+            }
+            None => None,
+        }
+    } else {
+        trailing_args(function)
+    };
+    inner
+        .map(split_args)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|arg| !is_allocator(arg))
+        .collect()
+}
+
+fn is_allocator(arg: &str) -> bool {
+    arg == "alloc::alloc::Global" || arg == "Global"
+}
+
+/// The text between the `<` … `>` that ends `path`, if it ends with one.
+fn trailing_args(path: &str) -> Option<&str> {
+    let path = path.trim_end();
+    if !path.ends_with('>') {
+        return None;
+    }
+    // Walk back to the matching '<'.
+    let bytes = path.as_bytes();
+    let mut depth = 0i32;
+    for i in (0..bytes.len()).rev() {
+        match bytes[i] {
+            b'>' if i == 0 || bytes[i - 1] != b'-' => depth += 1,
+            b'<' => {
+                depth -= 1;
+                if depth == 0 {
+                    return path.get(i + 1..path.len() - 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The index in `s` of the `>` closing a `<` that precedes `s`.
+fn matching_close(s: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut depth = 1i32;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'<' => depth += 1,
+            b'>' if i == 0 || bytes[i - 1] != b'-' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Splits `s` at top-level occurrences of `sep` (outside any brackets).
+fn split_top_level<'a>(s: &'a str, sep: &str) -> Vec<&'a str> {
+    let bytes = s.as_bytes();
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'<' | b'(' | b'[' | b'{' => depth += 1,
+            b'>' if i == 0 || bytes[i - 1] != b'-' => depth -= 1,
+            b')' | b']' | b'}' => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 && s[i..].starts_with(sep) {
+            parts.push(&s[start..i]);
+            i += sep.len();
+            start = i;
+            continue;
+        }
+        i += 1;
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+fn split_args(args: &str) -> Vec<String> {
+    split_top_level(args, ",")
+        .into_iter()
+        .map(|a| a.trim().to_string())
+        .filter(|a| !a.is_empty())
+        .collect()
+}
+
+/// `name` without any `<…>` groups.
+fn strip_generics(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0i32;
+    let mut prev = ' ';
+    for (i, c) in name.char_indices() {
+        match c {
+            '<' if i > 0 => depth += 1,
+            '>' if prev != '-' && depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+        prev = c;
+    }
+    out
+}
+
+/// `T` when `ty` is `…::wrapper<T>` (any path), else `None`.
+fn unwrap_type(ty: &str, wrapper: &str) -> Option<String> {
+    let args = trailing_args(ty)?;
+    let head = &ty[..ty.len() - args.len() - 2];
+    let last = head.rsplit("::").next().unwrap_or(head);
+    (last == wrapper).then(|| args.to_string())
+}
+
+/// A type as shown to users: paths shortened to their last segment
+/// (`alloc::string::String` → `String`) and allocator arguments dropped
+/// (`Vec<u8, alloc::alloc::Global>` → `Vec<u8>`).
+pub(crate) fn pretty(ty: &str) -> String {
+    let mut out = String::with_capacity(ty.len());
+    let mut token = String::new();
+    let flush = |token: &mut String, out: &mut String| {
+        let last = token.rsplit("::").next().unwrap_or(token);
+        out.push_str(last);
+        token.clear();
+    };
+    for c in ty.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            token.push(c);
+        } else {
+            flush(&mut token, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut token, &mut out);
+    out.replace(", Global>", ">")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames as `(function, shortened file)`, innermost first, copied from real allocations
+    /// (rustc 1.95, release, `debug = "line-tables-only"`, with and without
+    /// `-C symbol-mangling-version=v0`; both gave the same names for these frames).
+    fn frames(list: &[(&str, &str)]) -> Vec<Frame> {
+        list.iter()
+            .map(|&(function, file)| Frame {
+                function: function.to_string(),
+                file: (!file.is_empty()).then(|| file.to_string()),
+                line: None,
+            })
+            .collect()
+    }
+
+    const ALLOC_PREFIX: &[(&str, &str)] = &[
+        ("alloc", "alloc/src/alloc.rs"),
+        ("alloc_impl_runtime", "alloc/src/alloc.rs"),
+        ("alloc_impl", "alloc/src/alloc.rs"),
+        ("allocate", "alloc/src/alloc.rs"),
+    ];
+
+    fn with_prefix(rest: &[(&'static str, &'static str)]) -> Vec<Frame> {
+        let mut all = ALLOC_PREFIX.to_vec();
+        all.extend_from_slice(rest);
+        frames(&all)
+    }
+
+    #[test]
+    fn vec_macro_with_element_is_a_vec_of_that_element() {
+        // vec![0.0f32; 100]
+        let trimmed = frames(&[
+            (
+                "try_allocate_in<alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "with_capacity_zeroed_in<alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "with_capacity_zeroed_in<f32, alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "from_elem<f32, alloc::alloc::Global>",
+                "alloc/src/vec/spec_from_elem.rs",
+            ),
+            ("from_elem<f32>", "alloc/src/vec/mod.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("Vec<f32>"));
+    }
+
+    #[test]
+    fn string_from_is_a_string() {
+        let trimmed = frames(&[
+            (
+                "try_allocate_in<alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "with_capacity_in<alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "with_capacity_in<u8, alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "with_capacity_in<u8, alloc::alloc::Global>",
+                "alloc/src/vec/mod.rs",
+            ),
+            ("to_vec<u8, alloc::alloc::Global>", "alloc/src/slice.rs"),
+            ("to_vec_in<u8, alloc::alloc::Global>", "alloc/src/slice.rs"),
+            ("to_vec<u8>", "alloc/src/slice.rs"),
+            ("to_owned<u8>", "alloc/src/slice.rs"),
+            ("to_owned", "alloc/src/str.rs"),
+            ("from", "alloc/src/string.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("String"));
+    }
+
+    #[test]
+    fn format_macro_is_a_string() {
+        // Non-inlined std frames carry full v0-demangled names.
+        let trimmed = frames(&[
+            ("alloc::alloc::alloc", "alloc/src/alloc.rs"),
+            ("<alloc::alloc::Global as core::alloc::Allocator>::allocate", "alloc/src/alloc.rs"),
+            ("<alloc::raw_vec::RawVecInner>::try_allocate_in", "alloc/src/raw_vec/mod.rs"),
+            ("<alloc::raw_vec::RawVec<u8>>::with_capacity_in", "alloc/src/raw_vec/mod.rs"),
+            ("<alloc::vec::Vec<u8>>::with_capacity_in", "alloc/src/vec/mod.rs"),
+            ("<alloc::vec::Vec<u8>>::with_capacity", "alloc/src/vec/mod.rs"),
+            ("<alloc::string::String>::with_capacity", "alloc/src/string.rs"),
+            ("alloc::fmt::format::format_inner", "alloc/src/fmt.rs"),
+            ("{closure#0}", "alloc/src/fmt.rs"),
+            ("map_or_else<&str, alloc::string::String, alloc::fmt::format::{closure_env#0}, fn(&str) -> alloc::string::String>", "core/src/option.rs"),
+            ("format", "alloc/src/fmt.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("String"));
+    }
+
+    #[test]
+    fn to_string_is_a_string() {
+        let trimmed = frames(&[
+            (
+                "with_capacity_in<u8, alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            ("to_vec<u8>", "alloc/src/slice.rs"),
+            ("to_owned", "alloc/src/str.rs"),
+            ("from", "alloc/src/string.rs"),
+            ("spec_to_string", "alloc/src/string.rs"),
+            ("to_string<str>", "alloc/src/string.rs"),
+            ("spec_to_string", "alloc/src/string.rs"),
+            ("to_string<u64>", "alloc/src/string.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("String"));
+    }
+
+    #[test]
+    fn box_new_is_a_box_of_its_argument() {
+        let trimmed = with_prefix(&[
+            ("box_new_uninit", "alloc/src/boxed.rs"),
+            ("new<[u64; 4]>", "alloc/src/boxed.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("Box<[u64; 4]>"));
+    }
+
+    #[test]
+    fn box_of_a_user_struct_shows_the_struct_name() {
+        let trimmed = with_prefix(&[
+            ("box_new_uninit", "alloc/src/boxed.rs"),
+            ("new<scratch::Point>", "alloc/src/boxed.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("Box<Point>"));
+    }
+
+    #[test]
+    fn hashmap_insert_is_the_map_with_its_parameters() {
+        let trimmed = with_prefix(&[
+            ("do_alloc<alloc::alloc::Global>", "hashbrown-0.16.1/src/raw/alloc.rs"),
+            ("new_uninitialized<alloc::alloc::Global>", "hashbrown-0.16.1/src/raw/mod.rs"),
+            ("fallible_with_capacity<alloc::alloc::Global>", "hashbrown-0.16.1/src/raw/mod.rs"),
+            ("reserve_rehash<(alloc::string::String, u32), alloc::alloc::Global, hashbrown::map::make_hasher::{closure_env#0}<alloc::string::String, u32, std::hash::random::RandomState>>", "hashbrown-0.16.1/src/raw/mod.rs"),
+            ("insert<alloc::string::String, u32, std::hash::random::RandomState, alloc::alloc::Global>", "hashbrown-0.16.1/src/map.rs"),
+            ("insert<alloc::string::String, u32, std::hash::random::RandomState, alloc::alloc::Global>", "std/src/collections/hash/map.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("HashMap<String, u32>"));
+    }
+
+    #[test]
+    fn hashbrown_table_without_its_owner_is_unknown() {
+        let trimmed = with_prefix(&[
+            (
+                "do_alloc<alloc::alloc::Global>",
+                "hashbrown-0.16.1/src/raw/alloc.rs",
+            ),
+            (
+                "new_uninitialized<alloc::alloc::Global>",
+                "hashbrown-0.16.1/src/raw/mod.rs",
+            ),
+        ]);
+        assert_eq!(derive(&trimmed), None);
+    }
+
+    #[test]
+    fn btreemap_insert_is_the_map_with_its_parameters() {
+        let trimmed = with_prefix(&[
+            ("try_new_uninit_in<alloc::collections::btree::node::LeafNode<u64, u32>, alloc::alloc::Global>", "alloc/src/boxed.rs"),
+            ("new_uninit_in<alloc::collections::btree::node::LeafNode<u64, u32>, alloc::alloc::Global>", "alloc/src/boxed.rs"),
+            ("new<u64, u32, alloc::alloc::Global>", "alloc/src/collections/btree/node.rs"),
+            ("new_leaf<u64, u32, alloc::alloc::Global>", "alloc/src/collections/btree/node.rs"),
+            ("insert_entry<u64, u32, alloc::alloc::Global>", "alloc/src/collections/btree/map/entry.rs"),
+            ("insert<u64, u32, alloc::alloc::Global>", "alloc/src/collections/btree/map/entry.rs"),
+            ("insert<u64, u32, alloc::alloc::Global>", "alloc/src/collections/btree/map.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("BTreeMap<u64, u32>"));
+    }
+
+    #[test]
+    fn btreeset_is_recognised_by_its_zero_sized_value() {
+        let trimmed = with_prefix(&[(
+            "new<u64, alloc::collections::btree::set_val::SetValZST, alloc::alloc::Global>",
+            "alloc/src/collections/btree/node.rs",
+        )]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("BTreeSet<u64>"));
+    }
+
+    #[test]
+    fn vecdeque_push_back_is_a_vecdeque() {
+        let trimmed = with_prefix(&[
+            (
+                "finish_grow<alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "grow_amortized<alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            ("grow_one<alloc::alloc::Global>", "alloc/src/raw_vec/mod.rs"),
+            (
+                "grow_one<u16, alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "grow<u16, alloc::alloc::Global>",
+                "alloc/src/collections/vec_deque/mod.rs",
+            ),
+            (
+                "push_back_mut<u16, alloc::alloc::Global>",
+                "alloc/src/collections/vec_deque/mod.rs",
+            ),
+            (
+                "push_back<u16, alloc::alloc::Global>",
+                "alloc/src/collections/vec_deque/mod.rs",
+            ),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("VecDeque<u16>"));
+    }
+
+    #[test]
+    fn arc_new_is_an_arc_of_its_argument() {
+        let trimmed = with_prefix(&[
+            ("box_new_uninit", "alloc/src/boxed.rs"),
+            ("new<alloc::sync::ArcInner<[u8; 24]>>", "alloc/src/boxed.rs"),
+            ("new<[u8; 24]>", "alloc/src/sync.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("Arc<[u8; 24]>"));
+    }
+
+    #[test]
+    fn rc_new_is_an_rc_of_its_argument() {
+        let trimmed = with_prefix(&[
+            ("box_new_uninit", "alloc/src/boxed.rs"),
+            ("new<alloc::rc::RcInner<u32>>", "alloc/src/boxed.rs"),
+            ("new<u32>", "alloc/src/rc.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("Rc<u32>"));
+    }
+
+    #[test]
+    fn vec_push_growth_is_a_vec() {
+        let trimmed = frames(&[
+            ("alloc::alloc::alloc", "alloc/src/alloc.rs"),
+            (
+                "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
+                "alloc/src/alloc.rs",
+            ),
+            (
+                "<alloc::raw_vec::RawVecInner>::finish_grow",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "<alloc::raw_vec::RawVecInner>::grow_amortized",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "<alloc::raw_vec::RawVecInner>::grow_one",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "<alloc::raw_vec::RawVec<u8>>::grow_one",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            ("push_mut<u8, alloc::alloc::Global>", "alloc/src/vec/mod.rs"),
+            ("push<u8, alloc::alloc::Global>", "alloc/src/vec/mod.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("Vec<u8>"));
+    }
+
+    #[test]
+    fn collect_into_a_vec_is_a_vec_of_the_items() {
+        let trimmed = with_prefix(&[
+            ("with_capacity_in<u32, alloc::alloc::Global>", "alloc/src/raw_vec/mod.rs"),
+            ("with_capacity<u32>", "alloc/src/vec/mod.rs"),
+            ("from_iter<u32, core::iter::adapters::map::Map<core::ops::range::Range<u32>, scratch::collect::{closure_env#0}>>", "alloc/src/vec/spec_from_iter_nested.rs"),
+            ("collect<core::iter::adapters::map::Map<core::ops::range::Range<u32>, scratch::collect::{closure_env#0}>, alloc::vec::Vec<u32, alloc::alloc::Global>>", "core/src/iter/traits/iterator.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("Vec<u32>"));
+    }
+
+    #[test]
+    fn string_push_str_is_a_string() {
+        let trimmed = with_prefix(&[
+            (
+                "finish_grow<alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            (
+                "reserve<u8, alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            ("reserve<u8, alloc::alloc::Global>", "alloc/src/vec/mod.rs"),
+            (
+                "extend_from_slice<u8, alloc::alloc::Global>",
+                "alloc/src/vec/mod.rs",
+            ),
+            ("push_str", "alloc/src/string.rs"),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("String"));
+    }
+
+    #[test]
+    fn cloning_a_vec_of_strings_allocates_a_string_not_the_vec() {
+        // Vec<String>::clone cloning one element: the allocation is the element's buffer.
+        let trimmed = with_prefix(&[
+            (
+                "with_capacity_in<u8, alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            ("clone<u8, alloc::alloc::Global>", "alloc/src/vec/mod.rs"),
+            ("clone", "alloc/src/string.rs"),
+            (
+                "to_vec<alloc::string::String, alloc::alloc::Global>",
+                "alloc/src/slice.rs",
+            ),
+            (
+                "clone<alloc::string::String, alloc::alloc::Global>",
+                "alloc/src/vec/mod.rs",
+            ),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("String"));
+    }
+
+    #[test]
+    fn allocator_frames_alone_are_unknown() {
+        assert_eq!(derive(&with_prefix(&[])), None);
+    }
+
+    #[test]
+    fn raw_allocation_without_type_arguments_is_unknown() {
+        let trimmed = with_prefix(&[(
+            "<alloc::raw_vec::RawVecInner>::try_allocate_in",
+            "alloc/src/raw_vec/mod.rs",
+        )]);
+        assert_eq!(derive(&trimmed), None);
+    }
+
+    #[test]
+    fn frames_without_files_are_classified_by_their_names() {
+        let trimmed = frames(&[
+            ("<alloc::raw_vec::RawVec<i64>>::grow_one", ""),
+            ("<alloc::vec::Vec<i64>>::push", ""),
+        ]);
+        assert_eq!(derive(&trimmed).as_deref(), Some("Vec<i64>"));
+    }
+
+    #[test]
+    fn pretty_shortens_paths_and_drops_the_global_allocator() {
+        assert_eq!(
+            pretty("alloc::vec::Vec<alloc::string::String, alloc::alloc::Global>"),
+            "Vec<String>"
+        );
+    }
+
+    #[test]
+    fn generic_args_of_an_impl_path_are_the_types() {
+        assert_eq!(
+            generic_args("<std::collections::hash::map::HashMap<K, V, S> as Foo>::insert"),
+            vec!["K", "V", "S"]
+        );
+    }
+
+    #[test]
+    fn generic_args_survive_function_pointer_types() {
+        assert_eq!(
+            generic_args("map_or_else<&str, fn(&str) -> String>"),
+            vec!["&str", "fn(&str) -> String"]
+        );
+    }
+}
