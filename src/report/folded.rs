@@ -1,6 +1,7 @@
 //! Folded stacks (`outer;middle;inner 1234`, one line per call site, the value in bytes), the
 //! input of flamegraph tools, and (feature `flamegraph`) a flamegraph SVG drawn by `inferno`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 #[cfg(feature = "flamegraph")]
 use std::io;
@@ -17,18 +18,27 @@ fn element(name: &str) -> String {
     name.replace(';', ",").replace(['\n', '\r'], " ")
 }
 
-/// One line per site with positive live bytes, outermost frame first.
+/// One line per stack with positive live bytes, outermost frame first, largest first. Sites
+/// whose stacks read alike (the same functions at other lines) are added up, as flamegraph tools
+/// expect each stack once.
 fn fold(sites: &[SiteFigures]) -> String {
-    let mut out = String::new();
+    let mut stacks: BTreeMap<String, i64> = BTreeMap::new();
     for s in sites.iter().filter(|s| s.live_bytes > 0) {
         let frames = s.site.frames();
-        if frames.is_empty() {
-            out.push_str(UNKNOWN_SITE);
+        let stack = if frames.is_empty() {
+            UNKNOWN_SITE.to_string()
         } else {
-            let stack: Vec<String> = frames.iter().rev().map(|f| element(&f.function)).collect();
-            out.push_str(&stack.join(";"));
-        }
-        let _ = writeln!(out, " {}", s.live_bytes);
+            let names: Vec<String> = frames.iter().rev().map(|f| element(&f.function)).collect();
+            names.join(";")
+        };
+        let total = stacks.entry(stack).or_default();
+        *total = total.saturating_add(s.live_bytes);
+    }
+    let mut lines: Vec<(String, i64)> = stacks.into_iter().collect();
+    lines.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+    let mut out = String::new();
+    for (stack, bytes) in lines {
+        let _ = writeln!(out, "{stack} {bytes}");
     }
     out
 }

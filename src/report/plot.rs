@@ -71,7 +71,10 @@ fn series(t: &Timeline) -> Vec<Series> {
             .then_with(|| x.0.to_string().cmp(&y.0.to_string()))
     });
     for ((site, _), colour) in growing.into_iter().zip(SITE_COLOURS) {
-        let mut name = site.to_string();
+        let mut name = match site.type_name() {
+            "(unknown)" => site.to_string(),
+            type_name => format!("{site} [{type_name}]"),
+        };
         if name.chars().count() > NAME_CHARS {
             name = name.chars().take(NAME_CHARS - 1).collect::<String>() + "\u{2026}";
         }
