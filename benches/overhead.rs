@@ -6,6 +6,8 @@
 //! - `mixed_churn`: the same with sizes log-uniform over 8 B–64 KiB;
 //! - `small_churn_2t`: `small_churn` on two threads at once.
 //!
+//! Allocators: `System`, and `Tracker` over it with call sites off, exact, and sampled (512 KiB);
+//! `Pool`, and `Tracker<Pool>` with call sites off (its ratio is to `Pool`).
 //! After criterion's report, a table of ratios to `System` is printed.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -13,9 +15,19 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
-use heapdelta::{CallSites, Tracker};
+use heapdelta::{CallSites, Pool, Tracker};
 
 static OFF: Tracker = Tracker::new().call_sites(CallSites::Off);
+static EXACT: Tracker = Tracker::new().call_sites(CallSites::Exact);
+static SAMPLED: Tracker = Tracker::new().call_sites(CallSites::Sampled {
+    mean_bytes: 512 * 1024,
+});
+
+static POOL: Pool = Pool::new();
+static TRACKED_POOL: Tracker<Pool> = Tracker::wrap(Pool::new()).call_sites(CallSites::Off);
+
+/// The allocators compared, by the names the ratio table uses.
+const IDS: [&str; 3] = ["tracker_off", "tracker_exact", "tracker_sampled"];
 
 const LIVE: usize = 1000;
 const OPS: u64 = 1000;
@@ -119,6 +131,10 @@ fn benches(c: &mut Criterion) {
     static SYSTEM: System = System;
     bench_allocator(c, "system", &SYSTEM);
     bench_allocator(c, "tracker_off", &OFF);
+    bench_allocator(c, "tracker_exact", &EXACT);
+    bench_allocator(c, "tracker_sampled", &SAMPLED);
+    bench_allocator(c, "pool", &POOL);
+    bench_allocator(c, "tracker_pool_off", &TRACKED_POOL);
 }
 
 fn config() -> Criterion {
@@ -147,7 +163,7 @@ fn main() {
         let Some(base) = estimate(group, "system") else {
             continue;
         };
-        for id in ["tracker_off"] {
+        for id in IDS {
             if let Some(t) = estimate(group, id) {
                 println!(
                     "  {group:<16} {id:<14} {:>6.2}x  ({:.1} ns/op vs {:.1})",

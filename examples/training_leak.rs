@@ -15,7 +15,9 @@ static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
 
 const HIDDEN: usize = 100;
 const BRANCHING: usize = 4;
-const DEPTH: usize = 3;
+const DEPTH: usize = 4;
+/// Floats in the model's weights, allocated once before training.
+const WEIGHTS: usize = 2 << 20;
 
 /// One node of the step's computation graph.
 struct Node {
@@ -123,6 +125,7 @@ fn main() -> ExitCode {
         },
         Node::build("x", DEPTH).count(),
     );
+    let model_weights = vec![0.01f32; WEIGHTS];
     let mut history: Vec<Kept> = Vec::with_capacity(steps);
     heapdelta::checkpoint("start");
     for step in 1..=steps {
@@ -148,6 +151,6 @@ fn main() -> ExitCode {
         }
         Err(e) => println!("{e}"),
     }
-    std::hint::black_box(&history);
+    std::hint::black_box((&history, &model_weights));
     ExitCode::SUCCESS
 }

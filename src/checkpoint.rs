@@ -11,15 +11,18 @@ use crate::snapshot::Snapshot;
 use crate::stats;
 use crate::thread;
 
-/// Number of checkpoints taken so far: blocks record the epoch they were born in.
-static EPOCH: AtomicU32 = AtomicU32::new(0);
+/// Number of checkpoints taken so far: blocks record the epoch they were born in. Every
+/// allocation reads it, so it has a cache line of its own.
+#[repr(align(64))]
+struct Epoch(AtomicU32);
+static EPOCH: Epoch = Epoch(AtomicU32::new(0));
 static TIMELINE: Mutex<Vec<Snapshot>> = Mutex::new(Vec::new());
 static START: OnceCell<(Instant, u64)> = OnceCell::new();
 
 /// The current checkpoint epoch.
 #[inline]
 pub(crate) fn epoch() -> u32 {
-    EPOCH.load(Ordering::Relaxed)
+    EPOCH.0.load(Ordering::Relaxed)
 }
 
 fn start() -> &'static (Instant, u64) {
@@ -78,7 +81,7 @@ pub fn checkpoint(label: impl Into<String>) -> Delta {
         thread::untracked(|| owned.as_str().to_owned())
     };
     let snap = Snapshot::take(Some(label), true);
-    EPOCH.fetch_add(1, Ordering::Relaxed);
+    EPOCH.0.fetch_add(1, Ordering::Relaxed);
     thread::untracked(|| {
         let mut tl = timeline_lock();
         let delta = match tl.last() {

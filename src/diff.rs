@@ -229,6 +229,11 @@ impl Delta {
         self.label.as_deref()
     }
 
+    /// The label of the earlier snapshot (the checkpoint that started the step).
+    pub fn from_label(&self) -> Option<&str> {
+        self.from_label.as_deref()
+    }
+
     /// Change in live bytes.
     pub fn live_bytes(&self) -> i64 {
         live_change(&self.window).0

@@ -33,7 +33,7 @@
 //! - what they return: [`Snapshot`], [`Totals`], [`Delta`] with [`SiteDelta`], [`ClassDelta`],
 //!   [`TagDelta`], [`TypeDelta`] and [`Survivors`]; [`Timeline`] with [`Growth`]; [`Site`] and
 //!   [`Frame`];
-//! - pool mode: [`Pool`], [`PoolConfig`], [`PoolStats`], [`pool_stats`].
+//! - pool mode: [`Pool`], [`PoolConfig`], [`PoolStats`], [`ClassStats`], [`pool_stats`].
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -52,6 +52,8 @@ mod stats;
 mod thread;
 mod tracker;
 
+#[doc(hidden)]
+pub use callsite::internals as __internals;
 #[cfg(feature = "cli")]
 pub use report::cli;
 
@@ -59,7 +61,7 @@ pub use callsite::{Frame, Site};
 pub use checkpoint::{checkpoint, measure, snapshot, timeline};
 pub use diff::{ClassDelta, Delta, Growth, SiteDelta, Survivors, TagDelta, Timeline, TypeDelta};
 pub use error::Error;
-pub use pool::{pool_stats, Pool, PoolConfig, PoolStats};
+pub use pool::{pool_stats, replay, ClassStats, Pool, PoolConfig, PoolStats};
 pub use scope::{scope, ScopeGuard};
 pub use snapshot::{Snapshot, Totals};
 pub use tracker::{is_installed, CallSites, Tracker};

@@ -137,7 +137,8 @@ pub struct SiteCounts {
 /// One thread's counters.
 pub struct Slot {
     claimed: AtomicBool,
-    shared: bool,
+    /// Set (at run time, so the slot array stays zero-initialised) for the shared slot.
+    shared: AtomicBool,
     classes: [Quad; NUM_CLASSES],
     tags: [Quad; MAX_TAGS],
     young_free_blocks: Cnt,
@@ -146,10 +147,10 @@ pub struct Slot {
 }
 
 impl Slot {
-    const fn new(shared: bool) -> Self {
+    const fn new() -> Self {
         Slot {
-            claimed: AtomicBool::new(shared),
-            shared,
+            claimed: AtomicBool::new(false),
+            shared: AtomicBool::new(false),
             classes: [const { Quad::new() }; NUM_CLASSES],
             tags: [const { Quad::new() }; MAX_TAGS],
             young_free_blocks: Cnt::new(),
@@ -161,7 +162,7 @@ impl Slot {
     /// Counts an allocation of `size` bytes in class `class` under `tag`.
     #[inline]
     pub fn alloc(&self, class: usize, size: u64, tag: u8) {
-        let s = self.shared;
+        let s = self.shared.load(Ordering::Relaxed);
         if let Some(q) = self.classes.get(class) {
             q.alloc_blocks.add(1, s);
             q.alloc_bytes.add(size, s);
@@ -177,7 +178,7 @@ impl Slot {
     /// Counts a free; `young` when the block was born in the current epoch.
     #[inline]
     pub fn free(&self, class: usize, size: u64, tag: u8, young: bool) {
-        let s = self.shared;
+        let s = self.shared.load(Ordering::Relaxed);
         if let Some(q) = self.classes.get(class) {
             q.free_blocks.add(1, s);
             q.free_bytes.add(size, s);
@@ -198,8 +199,9 @@ impl Slot {
     #[inline]
     pub fn site_alloc(&self, site: u32, units: u64, bytes: u64) {
         if let Some(c) = self.site(site) {
-            c.counts.alloc_blocks.add(units, self.shared);
-            c.counts.alloc_bytes.add(bytes, self.shared);
+            let s = self.shared.load(Ordering::Relaxed);
+            c.counts.alloc_blocks.add(units, s);
+            c.counts.alloc_bytes.add(bytes, s);
         }
     }
 
@@ -207,7 +209,7 @@ impl Slot {
     #[inline]
     pub fn site_free(&self, site: u32, units: u64, bytes: u64, young: bool) {
         if let Some(c) = self.site(site) {
-            let s = self.shared;
+            let s = self.shared.load(Ordering::Relaxed);
             c.counts.free_blocks.add(units, s);
             c.counts.free_bytes.add(bytes, s);
             if young {
@@ -279,16 +281,14 @@ fn new_chunk(entry: &AtomicPtr<SiteChunk>) -> Option<*mut SiteChunk> {
     }
 }
 
-static SLOTS: [Slot; MAX_SLOTS] = {
-    let mut slots = [const { Slot::new(false) }; MAX_SLOTS];
-    slots[0] = Slot::new(true);
-    slots
-};
+/// All zero, so the array lives in `.bss` and costs nothing until slots are used.
+static SLOTS: [Slot; MAX_SLOTS] = [const { Slot::new() }; MAX_SLOTS];
 /// One past the highest slot index ever claimed.
 static HIGH: AtomicUsize = AtomicUsize::new(1);
 
 /// The shared slot.
 pub fn shared_slot() -> &'static Slot {
+    SLOTS[0].shared.store(true, Ordering::Relaxed);
     &SLOTS[0]
 }
 
@@ -305,7 +305,7 @@ pub fn claim() -> (u16, &'static Slot) {
             return (i as u16, slot);
         }
     }
-    (0, &SLOTS[0])
+    (0, shared_slot())
 }
 
 /// Whether any thread has ever recorded an event (a tracker is serving allocations).
@@ -384,11 +384,23 @@ fn read(slots: &[Slot]) -> Raw {
     raw
 }
 
-/// Live bytes and blocks folded in by threads so far (for the peak).
-static FLUSHED_BYTES: AtomicI64 = AtomicI64::new(0);
-static FLUSHED_BLOCKS: AtomicI64 = AtomicI64::new(0);
-static PEAK_BYTES: AtomicU64 = AtomicU64::new(0);
-static PEAK_BLOCKS: AtomicU64 = AtomicU64::new(0);
+/// The figures behind the peak, on a cache line of their own: they are written now and then,
+/// and must not share a line with what every allocation reads.
+#[repr(align(64))]
+struct PeakState {
+    /// Live bytes and blocks folded in by threads so far.
+    flushed_bytes: AtomicI64,
+    flushed_blocks: AtomicI64,
+    peak_bytes: AtomicU64,
+    peak_blocks: AtomicU64,
+}
+
+static PEAK: PeakState = PeakState {
+    flushed_bytes: AtomicI64::new(0),
+    flushed_blocks: AtomicI64::new(0),
+    peak_bytes: AtomicU64::new(0),
+    peak_blocks: AtomicU64::new(0),
+};
 
 /// A thread's live-figure change not yet folded into the global figure, and the pending value
 /// above which its view of the live heap would exceed the peak.
@@ -418,22 +430,23 @@ pub fn refresh(p: &mut Pending) {
     if p.bytes >= FLUSH_BYTES || p.bytes <= -FLUSH_BYTES {
         flush(p);
     }
-    let flushed = FLUSHED_BYTES.load(Ordering::Relaxed);
+    let flushed = PEAK.flushed_bytes.load(Ordering::Relaxed);
     let est = flushed + p.bytes;
-    let peak = PEAK_BYTES.load(Ordering::Relaxed) as i64;
+    let peak = PEAK.peak_bytes.load(Ordering::Relaxed) as i64;
     if est > peak {
-        PEAK_BYTES.fetch_max(est as u64, Ordering::Relaxed);
-        let blocks = FLUSHED_BLOCKS.load(Ordering::Relaxed) + p.blocks;
-        PEAK_BLOCKS.store(blocks.max(0) as u64, Ordering::Relaxed);
+        PEAK.peak_bytes.fetch_max(est as u64, Ordering::Relaxed);
+        let blocks = PEAK.flushed_blocks.load(Ordering::Relaxed) + p.blocks;
+        PEAK.peak_blocks
+            .store(blocks.max(0) as u64, Ordering::Relaxed);
     }
-    let peak = PEAK_BYTES.load(Ordering::Relaxed) as i64;
+    let peak = PEAK.peak_bytes.load(Ordering::Relaxed) as i64;
     p.limit = (peak - flushed).min(FLUSH_BYTES);
 }
 
 /// Folds a thread's pending change into the global figure.
 pub fn flush(p: &mut Pending) {
-    FLUSHED_BYTES.fetch_add(p.bytes, Ordering::Relaxed);
-    FLUSHED_BLOCKS.fetch_add(p.blocks, Ordering::Relaxed);
+    PEAK.flushed_bytes.fetch_add(p.bytes, Ordering::Relaxed);
+    PEAK.flushed_blocks.fetch_add(p.blocks, Ordering::Relaxed);
     p.bytes = 0;
     p.blocks = 0;
 }
@@ -441,8 +454,8 @@ pub fn flush(p: &mut Pending) {
 /// The highest live bytes seen and the blocks live at that moment.
 pub fn peak() -> (u64, u64) {
     (
-        PEAK_BYTES.load(Ordering::Relaxed),
-        PEAK_BLOCKS.load(Ordering::Relaxed),
+        PEAK.peak_bytes.load(Ordering::Relaxed),
+        PEAK.peak_blocks.load(Ordering::Relaxed),
     )
 }
 
@@ -452,7 +465,7 @@ mod tests {
 
     #[test]
     fn a_slot_reads_back_what_was_counted() {
-        let slot = Slot::new(false);
+        let slot = Slot::new();
         slot.alloc(2, 40, 0);
         slot.alloc(2, 48, 5);
         slot.free(2, 40, 0, true);
@@ -474,7 +487,7 @@ mod tests {
 
     #[test]
     fn out_of_range_sites_are_ignored_without_panicking() {
-        let slot = Slot::new(false);
+        let slot = Slot::new();
         slot.site_alloc(u32::MAX, UNIT, 8);
         slot.site_free(u32::MAX, UNIT, 8, false);
         assert!(read_one(&slot).sites.is_empty());

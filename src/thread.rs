@@ -7,7 +7,7 @@
 //! safe to re-enter. Counting an event never allocates, so the plain counting path does not need
 //! the guard.
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 
 use crate::callsite::Sampler;
@@ -22,7 +22,12 @@ struct State {
     limit: Cell<i64>,
     tag: Cell<u8>,
     sampler: Cell<Sampler>,
+    /// Return addresses of the call site being captured (used only while `busy` is set).
+    stack: UnsafeCell<[usize; STACK_WORDS]>,
 }
+
+/// Words in the per-thread capture buffer.
+pub const STACK_WORDS: usize = 64;
 
 thread_local! {
     static STATE: State = const {
@@ -35,6 +40,7 @@ thread_local! {
             limit: Cell::new(0),
             tag: Cell::new(0),
             sampler: Cell::new(Sampler::new(0)),
+            stack: UnsafeCell::new([0; STACK_WORDS]),
         }
     };
     /// Owns the thread's slot; its destructor gives the slot back when the thread exits.
@@ -117,17 +123,22 @@ impl Ctx<'_> {
         })
     }
 
-    /// Runs `f` with the guard set: allocations it makes are not recorded.
+    /// Runs `f` with the guard set and the thread's capture buffer, or `None` when the thread's
+    /// state is gone. Allocations `f` makes are not recorded.
     #[inline]
-    pub fn guarded<R>(&self, f: impl FnOnce() -> R) -> R {
-        match self.st {
-            Some(st) => {
-                st.busy.set(true);
-                let _busy = Busy(&st.busy);
-                f()
-            }
-            None => f(),
+    pub fn with_stack_buffer<R>(
+        &self,
+        f: impl FnOnce(&mut [usize; STACK_WORDS]) -> R,
+    ) -> Option<R> {
+        let st = self.st?;
+        if st.busy.replace(true) {
+            // Already inside heapdelta: the buffer may be in use further up this thread's stack.
+            return None;
         }
+        let _busy = Busy(&st.busy);
+        // SAFETY: the buffer is only borrowed here, while `busy` is set; a nested call on this
+        // thread sees `busy` and returns above, and no other thread can reach this thread-local.
+        Some(f(unsafe { &mut *st.stack.get() }))
     }
 }
 
@@ -204,7 +215,9 @@ fn claim(st: &State) -> &'static Slot {
     } else {
         st.index.set(i);
         // Each slot's sampler starts from its own fixed seed, so runs are repeatable.
-        st.sampler.set(Sampler::new(0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+        st.sampler.set(Sampler::new(
+            0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        ));
     }
     st.slot.set(slot);
     st.busy.set(was);

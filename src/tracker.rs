@@ -32,7 +32,7 @@ pub enum CallSites {
 }
 
 /// Most frames a call site keeps.
-pub const MAX_DEPTH: usize = 64;
+pub const MAX_DEPTH: usize = thread::STACK_WORDS;
 
 /// The tracking allocator. Install it as the global allocator:
 ///
@@ -103,14 +103,19 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new().depth(16);
     /// ```
     pub const fn depth(mut self, frames: usize) -> Self {
-        self.depth = if frames > MAX_DEPTH { MAX_DEPTH } else { frames };
+        self.depth = if frames > MAX_DEPTH {
+            MAX_DEPTH
+        } else {
+            frames
+        };
         self
     }
 
     /// Records a new block of `size` bytes and returns its header.
     #[inline]
     fn on_alloc(&self, size: usize) -> Header {
-        thread::record(|ctx| record_alloc(ctx, size, self.mode, self.depth)).unwrap_or(Header::UNTRACKED)
+        thread::record(|ctx| record_alloc(ctx, size, self.mode, self.depth))
+            .unwrap_or(Header::UNTRACKED)
     }
 
     /// Records the end of a block of `size` bytes.
@@ -138,10 +143,10 @@ fn record_alloc(ctx: &Ctx, size: usize, mode: CallSites, depth: usize) -> Header
     ctx.slot.alloc(class_of(size), size as u64, tag);
     let (site, sampled) = match mode {
         CallSites::Off => (0, false),
-        CallSites::Exact => (ctx.guarded(|| capture_site(depth)), false),
+        CallSites::Exact => (capture_site(ctx, depth), false),
         CallSites::Sampled { mean_bytes } => {
             if ctx.sample(size, mean_bytes) {
-                (ctx.guarded(|| capture_site(depth)), true)
+                (capture_site(ctx, depth), true)
             } else {
                 (0, false)
             }
@@ -169,12 +174,16 @@ fn site_weight(size: usize, sampled: bool, mode: CallSites) -> (u64, u64) {
     }
 }
 
-/// Captures the current stack and interns it.
+/// Captures the current stack into the thread's buffer and interns it (0 when the thread's state
+/// is gone).
 #[inline]
-fn capture_site(depth: usize) -> u32 {
-    let mut buf = [0usize; MAX_DEPTH];
-    let (n, hash) = callsite::capture_hashed(&mut buf[..depth.min(MAX_DEPTH)], 0);
-    callsite::intern_hashed(&buf[..n], hash)
+fn capture_site(ctx: &Ctx, depth: usize) -> u32 {
+    ctx.with_stack_buffer(|buf| {
+        let buf = &mut buf[..depth.min(MAX_DEPTH)];
+        let (n, hash) = callsite::capture_hashed(buf, 0);
+        callsite::intern_hashed(buf.get(..n).unwrap_or(&[]), hash)
+    })
+    .unwrap_or(0)
 }
 
 #[cold]

@@ -7,18 +7,42 @@ mod workload;
 static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
 
 fn blocks_of(delta: &heapdelta::Delta, type_name: &str) -> i64 {
-    delta.types().iter().filter(|t| t.type_name == type_name).map(|t| t.live_blocks).sum()
+    delta
+        .types()
+        .iter()
+        .filter(|t| t.type_name == type_name)
+        .map(|t| t.live_blocks)
+        .sum()
 }
 
 #[test]
 fn each_allocated_type_is_reported_with_its_block_count() {
     let mut kept = workload::containers();
     let ((), delta) = heapdelta::measure(|| workload::allocate(&mut kept));
-    let listing: Vec<String> = delta.types().iter().map(|t| format!("{} {}", t.type_name, t.live_blocks)).collect();
-    assert_eq!(blocks_of(&delta, "Vec<f32>"), workload::VECS as i64, "{listing:?}");
-    assert_eq!(blocks_of(&delta, "String"), (workload::FORMATTED + workload::ENTRIES) as i64, "{listing:?}");
-    assert_eq!(blocks_of(&delta, "Box<[u64; 4]>"), workload::BOXES as i64, "{listing:?}");
-    assert!(blocks_of(&delta, "HashMap<String, u32>") >= 1, "{listing:?}");
+    let listing: Vec<String> = delta
+        .types()
+        .iter()
+        .map(|t| format!("{} {}", t.type_name, t.live_blocks))
+        .collect();
+    assert_eq!(
+        blocks_of(&delta, "Vec<f32>"),
+        workload::VECS as i64,
+        "{listing:?}"
+    );
+    assert_eq!(
+        blocks_of(&delta, "String"),
+        (workload::FORMATTED + workload::ENTRIES) as i64,
+        "{listing:?}"
+    );
+    assert_eq!(
+        blocks_of(&delta, "Box<[u64; 4]>"),
+        workload::BOXES as i64,
+        "{listing:?}"
+    );
+    assert!(
+        blocks_of(&delta, "HashMap<String, u32>") >= 1,
+        "{listing:?}"
+    );
     assert_eq!(blocks_of(&delta, "(unknown)"), 0, "{listing:?}");
     std::hint::black_box(&kept);
 }

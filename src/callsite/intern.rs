@@ -10,13 +10,13 @@
 //! Insertion claims a slot by compare-and-swap of its hash from 0, then publishes the id with a
 //! release store once the stack is written; a reader that finds the hash but not yet the id spins
 //! briefly, then moves on (at worst one stack gets two ids, never a wrong one). When the table or
-//! the arena is full, [`OVERFLOW`] is returned.
+//! the arena is full, `OVERFLOW` is returned.
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// Identifier of an interned stack. `0` means "no site"; [`OVERFLOW`] stands for every stack
+/// Identifier of an interned stack. `0` means "no site"; `OVERFLOW` stands for every stack
 /// that arrived after the table was full.
-pub(crate) type SiteId = u32;
+pub type SiteId = u32;
 
 /// "No site": never returned by [`intern`].
 pub(crate) const NO_SITE: SiteId = 0;
@@ -103,7 +103,7 @@ fn map_storage() -> *mut Storage {
     }
 }
 
-/// Initial state of the stack hash (see [`hash_step`]).
+/// Initial state of the stack hash (see `hash_step`).
 pub(crate) const HASH_SEED: u64 = 0x243F_6A88_85A3_08D3;
 
 /// Folds one return address into a stack hash. Split out so `capture` can hash while it walks:
@@ -123,7 +123,7 @@ pub(crate) fn hash_finish(h: u64, len: usize) -> u64 {
     h.max(1)
 }
 
-/// 64-bit hash of a stack (never 0); what [`intern_hashed`] expects.
+/// 64-bit hash of a stack (never 0); what `intern_hashed` expects.
 #[inline]
 pub(crate) fn hash_stack(stack: &[usize]) -> u64 {
     let h = stack.iter().fold(HASH_SEED, |h, &word| hash_step(h, word));
@@ -144,16 +144,16 @@ fn stored(storage: &'static Storage, id: SiteId) -> Option<&'static [usize]> {
 
 /// Interns `stack`, returning its id: the same stack always gets the same id (except in the rare
 /// case described in the module docs), different stacks different ids. Lock-free, never
-/// allocates, never panics; [`OVERFLOW`] once the table is full.
+/// allocates, never panics; `OVERFLOW` once the table is full.
 #[inline]
-pub(crate) fn intern(stack: &[usize]) -> SiteId {
+pub fn intern(stack: &[usize]) -> SiteId {
     intern_hashed(stack, hash_stack(stack))
 }
 
 /// [`intern`] with the stack's hash already computed (by `capture_hashed`); `hash` must be
 /// `hash_stack(stack)`, or stacks get split or mixed up.
 #[inline]
-pub(crate) fn intern_hashed(stack: &[usize], hash: u64) -> SiteId {
+pub fn intern_hashed(stack: &[usize], hash: u64) -> SiteId {
     let Some(storage) = storage() else {
         return OVERFLOW;
     };
@@ -233,7 +233,7 @@ fn allocate_and_write(storage: &'static Storage, stack: &[usize]) -> Option<Site
     Some(id)
 }
 
-/// The stack interned as `id`; empty for [`NO_SITE`], [`OVERFLOW`] and unknown ids.
+/// The stack interned as `id`; empty for `NO_SITE`, `OVERFLOW` and unknown ids.
 pub(crate) fn stack(id: SiteId) -> &'static [usize] {
     if id == NO_SITE || id == OVERFLOW {
         return &[];
@@ -241,7 +241,7 @@ pub(crate) fn stack(id: SiteId) -> &'static [usize] {
     storage().and_then(|s| stored(s, id)).unwrap_or(&[])
 }
 
-/// How many distinct stacks have been interned (not counting [`OVERFLOW`]).
+/// How many distinct stacks have been interned (not counting `OVERFLOW`).
 pub(crate) fn site_count() -> u32 {
     NEXT_ID
         .load(Ordering::Relaxed)

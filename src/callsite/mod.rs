@@ -21,39 +21,11 @@ pub(crate) use sampler::{scale, scale_blocks, Sampler};
 pub use site::{Frame, Site};
 pub(crate) use symbols::resolve;
 
-/// Entry points for `benches/capture.rs` only; not part of the API.
+/// Entry points for heapdelta's own benches and integration tests only; not part of the API.
+/// Re-exports rather than wrappers: a wrapper would add a frame to every capture.
 #[doc(hidden)]
-pub mod bench_api {
-    /// See `capture::capture`.
-    #[inline(never)]
-    pub fn capture(out: &mut [usize], skip: usize) -> usize {
-        super::capture(out, skip)
-    }
-
-    /// See `capture::unwound_count`.
-    pub fn unwound_count() -> u64 {
-        super::unwound_count()
-    }
-
-    /// See `capture::capture_unwind`.
-    #[inline(never)]
-    pub fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
-        super::capture::capture_unwind(out, skip)
-    }
-
-    /// See `capture::capture_hashed`.
-    #[inline(never)]
-    pub fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
-        super::capture_hashed(out, skip)
-    }
-
-    /// See `intern::intern_hashed`.
-    pub fn intern_hashed(stack: &[usize], hash: u64) -> u32 {
-        super::intern_hashed(stack, hash)
-    }
-
-    /// See `intern::intern`.
-    pub fn intern(stack: &[usize]) -> u32 {
-        super::intern(stack)
-    }
+pub mod internals {
+    pub use super::capture::{capture, capture_hashed, capture_unwind, unwound_count};
+    pub use super::intern::{intern, intern_hashed};
+    pub use super::symbols::resolve;
 }

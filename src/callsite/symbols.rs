@@ -49,7 +49,7 @@ struct RawFrame {
 }
 
 /// The symbolised, trimmed site of `id` (cached).
-pub(crate) fn resolve(id: SiteId) -> Site {
+pub fn resolve(id: SiteId) -> Site {
     let mut cache = CACHE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -78,11 +78,14 @@ fn own_source_dir() -> &'static str {
 
 /// Symbolises, trims, folds and shortens `stack`; frames under `own_dir` count as heapdelta's.
 fn resolve_stack(stack: &[usize], own_dir: &str) -> Site {
-    let raw = std::panic::catch_unwind(|| symbolise(stack, own_dir)).unwrap_or_default();
-    let cwd = std::env::current_dir()
-        .ok()
-        .map(|dir| format!("{}/", dir.display()));
-    build_site(raw, cwd.as_deref())
+    std::panic::catch_unwind(|| {
+        let raw = symbolise(stack, own_dir);
+        let cwd = std::env::current_dir()
+            .ok()
+            .map(|dir| format!("{}/", dir.display()));
+        build_site(raw, cwd.as_deref())
+    })
+    .unwrap_or_else(|_| Site::unknown())
 }
 
 /// Resolves every address, inlined frames expanded, innermost first.
@@ -155,7 +158,9 @@ const STD_NAME_PREFIXES: &[&str] = &[
 ];
 
 fn origin(function: &str, file: Option<&str>, own_dir: &str) -> Origin {
-    if SHIM_PREFIXES.iter().any(|p| function.starts_with(p)) {
+    // rustc 1.9x names the shims `__rustc::__rust_alloc` …
+    let bare = function.strip_prefix("__rustc::").unwrap_or(function);
+    if SHIM_PREFIXES.iter().any(|p| bare.starts_with(p)) {
         return Origin::Allocator;
     }
     if RUNTIME_NAMES.contains(&function)
@@ -216,8 +221,28 @@ fn build_site(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
     };
     let trimmed = shorten_all(trimmed);
     let type_name = typename::derive(&trimmed);
-    let kept = fold_recursion(shorten_all(kept));
+    let kept = fold_recursion(shorten_all(kept))
+        .into_iter()
+        .map(|f| Frame {
+            function: plain_path(&f.function),
+            ..f
+        })
+        .collect();
     Site::with_type(kept, type_name)
+}
+
+/// `<app::Node>::forward` (v0 demangling of an inherent method) → `app::Node::forward`; trait
+/// methods (`<T as Trait>::f`) and other names are left as they are.
+fn plain_path(function: &str) -> String {
+    if let Some(rest) = function.strip_prefix('<') {
+        if let Some(end) = rest.find(">::") {
+            let ty = &rest[..end];
+            if !ty.contains(" as ") && !ty.contains('<') && !ty.contains('&') {
+                return format!("{ty}::{}", &rest[end + 3..]);
+            }
+        }
+    }
+    function.to_string()
 }
 
 /// Folds recursion: when a function (same name and file) appears again further out, the frames
@@ -368,12 +393,43 @@ mod tests {
     }
 
     #[test]
+    fn allocator_shims_with_the_rustc_prefix_are_trimmed() {
+        let mut frames = realistic_vec_push();
+        frames[1] = raw("__rustc::__rust_alloc", Some("/home/u/app/src/main.rs"), 3);
+        let site = build_site(frames, Some("/home/u/app/"));
+        assert_eq!(site.frames()[0].function, "model::compose");
+        assert_eq!(site.type_name(), "Vec<u8>");
+    }
+
+    #[test]
+    fn inherent_methods_are_shown_as_plain_paths() {
+        assert_eq!(plain_path("<app::Node>::forward"), "app::Node::forward");
+        assert_eq!(
+            plain_path("<app::Node as app::Layer>::forward"),
+            "<app::Node as app::Layer>::forward"
+        );
+        assert_eq!(
+            plain_path("<alloc::vec::Vec<u8>>::push"),
+            "<alloc::vec::Vec<u8>>::push"
+        );
+        assert_eq!(plain_path("app::main"), "app::main");
+    }
+
+    #[test]
     fn recursion_through_closures_and_iterators_is_folded_into_one_frame() {
         let mut frames = realistic_vec_push();
         // innermost first: the closure and the iterator adapter, then the recursive call
         let level = [
-            raw("Node::forward::{{closure}}", Some("/home/u/app/src/model.rs"), 41),
-            raw("fold<f32>", Some(&format!("{STD}/core/src/iter/adapters/map.rs")), 128),
+            raw(
+                "Node::forward::{{closure}}",
+                Some("/home/u/app/src/model.rs"),
+                41,
+            ),
+            raw(
+                "fold<f32>",
+                Some(&format!("{STD}/core/src/iter/adapters/map.rs")),
+                128,
+            ),
             raw("Node::forward", Some("/home/u/app/src/model.rs"), 41),
         ];
         for _ in 0..3 {
@@ -381,7 +437,10 @@ mod tests {
                 frames.insert(6 + k, f.clone());
             }
         }
-        frames.insert(6, raw("Node::forward", Some("/home/u/app/src/model.rs"), 40));
+        frames.insert(
+            6,
+            raw("Node::forward", Some("/home/u/app/src/model.rs"), 40),
+        );
         let site = build_site(frames, Some("/home/u/app/"));
         let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["Node::forward", "model::compose", "main"]);
@@ -449,6 +508,14 @@ mod tests {
             Origin::Allocator
         );
         assert_eq!(origin("__rust_realloc", None, "/x/"), Origin::Allocator);
+        assert_eq!(
+            origin(
+                "__rustc::__rust_alloc",
+                Some("/home/u/app/src/main.rs"),
+                "/x/"
+            ),
+            Origin::Allocator
+        );
     }
 
     #[test]

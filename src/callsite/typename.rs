@@ -351,27 +351,30 @@ fn matching_close(s: &str) -> Option<usize> {
 
 /// Splits `s` at top-level occurrences of `sep` (outside any brackets).
 fn split_top_level<'a>(s: &'a str, sep: &str) -> Vec<&'a str> {
-    let bytes = s.as_bytes();
     let mut parts = Vec::new();
     let mut depth = 0i32;
     let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'<' | b'(' | b'[' | b'{' => depth += 1,
-            b'>' if i == 0 || bytes[i - 1] != b'-' => depth -= 1,
-            b')' | b']' | b'}' => depth -= 1,
-            _ => {}
-        }
-        if depth == 0 && s[i..].starts_with(sep) {
-            parts.push(&s[start..i]);
-            i += sep.len();
-            start = i;
+    let mut prev = ' ';
+    let mut skip_until = 0;
+    for (i, c) in s.char_indices() {
+        if i < skip_until {
+            prev = c;
             continue;
         }
-        i += 1;
+        match c {
+            '<' | '(' | '[' | '{' => depth += 1,
+            '>' if prev != '-' => depth -= 1,
+            ')' | ']' | '}' => depth -= 1,
+            _ => {}
+        }
+        prev = c;
+        if depth == 0 && s[i..].starts_with(sep) {
+            parts.push(&s[start..i]);
+            start = i + sep.len();
+            skip_until = start;
+        }
     }
-    parts.push(&s[start..]);
+    parts.push(s.get(start..).unwrap_or(""));
     parts
 }
 
@@ -778,6 +781,31 @@ mod tests {
             ("<alloc::vec::Vec<i64>>::push", ""),
         ]);
         assert_eq!(derive(&trimmed).as_deref(), Some("Vec<i64>"));
+    }
+
+    #[test]
+    fn non_ascii_names_do_not_panic() {
+        assert_eq!(generic_args("neu<Größe, ü>"), vec!["Größe", "ü"]);
+        assert_eq!(
+            derive(&frames(&[("ñ<é>", "alloc/src/vec/mod.rs")])).as_deref(),
+            Some("Vec<é>")
+        );
+    }
+
+    #[test]
+    fn unbalanced_names_do_not_panic() {
+        for name in ["<", ">", "a<", "a>", "<<>", "f<a, b", "<x as >::y", "-> >"] {
+            let _ = generic_args(name);
+            let _ = derive(&frames(&[(name, "alloc/src/vec/mod.rs")]));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_frame_names_never_panic(name in ".{0,40}", file in "(alloc/src/(vec/|sync.rs|boxed.rs|collections/btree/)|std/src/collections/hash/map.rs)?") {
+            let _ = pretty(&name);
+            let _ = derive(&frames(&[(name.as_str(), file.as_str())]));
+        }
     }
 
     #[test]

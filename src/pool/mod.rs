@@ -1,40 +1,112 @@
-//! Pool mode: a pymalloc-style small-object allocator (placeholder; being written in `pool` branch).
+//! Pool mode: a pymalloc-style small-object allocator that reproduces CPython 3.11's counters.
+//!
+//! Table of contents:
+//! * [`config`]: `PoolConfig` and the geometry derived from it;
+//! * [`stable`]: the address-stable part of a pool (heap slots, arena map, arena counters);
+//! * [`map`]: which addresses belong to an arena (`address_in_range`);
+//! * [`arena`]: arena descriptors;
+//! * [`heap`]: the single-threaded pymalloc state machine (usedpools, usable_arenas, nfp2lasta);
+//! * [`local`]: which heap a thread uses, remote frees;
+//! * [`stats`]: `PoolStats`, `ClassStats`, `pool_stats()`;
+//! * [`replay`]: the trace replay used by the tests and `examples/replay_trace.rs`.
+//!
+//! This file holds `Pool` itself and its `GlobalAlloc` implementation.
 
+mod arena;
+mod config;
+mod heap;
+mod local;
+mod map;
+#[doc(hidden)]
+pub mod replay;
+mod stable;
+mod stats;
+
+pub use config::PoolConfig;
+pub use stats::{pool_stats, ClassStats, PoolStats};
+
+use config::Geometry;
+use heap::{bump, ArenaSource, HeapState};
+use local::{Heap, SpinLock, MAX_HEAPS, OWNER_SHARED, OWNER_STATS};
+use stable::Core;
+use stats::RawStats;
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-/// Pool configuration (placeholder).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolConfig {
-    /// Bytes per arena.
-    pub arena_size: usize,
-    /// Bytes per pool.
-    pub pool_size: usize,
-    /// Size-class step and block alignment.
-    pub alignment: usize,
-    /// Largest request served from pools.
-    pub max_small: usize,
-    /// Whether wholly empty arenas go back to the inner allocator.
-    pub release_empty_arenas: bool,
-}
-
-/// Pool statistics (placeholder).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PoolStats {
-    /// Bytes reserved in arenas.
-    pub bytes_reserved: u64,
-    /// Bytes in blocks in use.
-    pub bytes_in_use: u64,
-}
-
-/// The pool allocator (placeholder).
-pub struct Pool<A = System> {
+/// A pymalloc-style allocator: requests up to `max_small` bytes (512 for
+/// [`PoolConfig::CPYTHON`]) are served from pools of same-size blocks inside arenas obtained from
+/// the inner allocator `A`; larger requests, and requests aligned above `alignment`, pass through
+/// to `A`.
+///
+/// With one thread, a `Pool` behaves exactly as CPython 3.11's `obmalloc.c` (size classes, pool
+/// layout, `usedpools`/`freepools`/`usable_arenas` ordering, the rule keeping one wholly free
+/// arena, realloc's in-place rule), with every arena pool-aligned so it holds exactly
+/// `arena_size / pool_size` pools; its [`stats`](Pool::stats) equal `sys._debugmallocstats()`.
+/// Which allocator owns a block is decided by its address, as in CPython: a large block
+/// reallocated down to 100 bytes stays with the inner allocator.
+///
+/// # Threads
+/// Each thread allocates from its own heap, a complete pymalloc state with its own arenas, so
+/// there is no lock on the allocation path. A block freed by a thread other than its heap's owner
+/// is pushed on that heap's lock-free remote list and really freed when the owner next allocates
+/// (or when stats are read). When a thread exits its heap is adopted by the next thread that needs
+/// one; nothing is lost. With several threads:
+/// * every counter is the sum over heaps; `arenas_*` are counted for the whole pool, but each heap
+///   keeps its own arenas (and its own one wholly free arena), so more arenas are live than one
+///   CPython heap would hold for the same blocks;
+/// * blocks waiting on a remote list still count as in use;
+/// * statistics read while other threads allocate may be very slightly skewed between fields.
+///
+/// A replay on one thread uses exactly one heap and matches CPython exactly.
+///
+/// Threads beyond the heap slots (63 per pool) or the thread records (1,024 live threads), and
+/// threads whose thread-locals are being torn down, share one fallback heap under a short spin
+/// lock. After `fork()` the child keeps using its own heap; heaps owned by the parent's other
+/// threads are never adopted in the child (their memory stays reserved).
+///
+/// ```
+/// use std::alloc::{GlobalAlloc, Layout};
+/// let pool = heapdelta::Pool::new();
+/// let l = Layout::from_size_align(100, 8).unwrap();
+/// let p = unsafe { pool.alloc(l) };
+/// assert!(!p.is_null());
+/// assert_eq!(pool.stats().classes[6].blocks_in_use, 1); // 100 bytes: the 112-byte class
+/// unsafe { pool.dealloc(p, l) };
+/// ```
+///
+/// As the global allocator (alone or under a `Tracker`):
+/// ```no_run
+/// #[global_allocator]
+/// static GLOBAL: heapdelta::Pool = heapdelta::Pool::new();
+/// fn main() {
+///     let v = vec![1u8; 100];
+///     println!("{:?}", heapdelta::pool_stats().map(|s| s.bytes_reserved));
+///     drop(v);
+/// }
+/// ```
+pub struct Pool<A: GlobalAlloc = System> {
     inner: A,
+    geo: Geometry,
+    /// Set up on first use (from `inner`); never moves, so the `Pool` value itself may move.
+    core: AtomicPtr<Core>,
+    /// Copy of `core.uid` (0 until set up): the key of the thread-local heap cache.
+    uid: AtomicU64,
+    /// Guards the shared fallback heap (slot 0).
+    shared_lock: SpinLock,
 }
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 impl Pool<System> {
-    /// A pool over the system allocator.
+    /// A pool over the system allocator with [`PoolConfig::CPYTHON`]; usable in a `static`.
+    ///
+    /// ```
+    /// static POOL: heapdelta::Pool = heapdelta::Pool::new();
+    /// assert_eq!(POOL.stats().arenas_current, 0);
+    /// ```
     pub const fn new() -> Self {
-        Pool { inner: System }
+        Pool::with_config(System, PoolConfig::CPYTHON)
     }
 }
 
@@ -44,19 +116,472 @@ impl Default for Pool<System> {
     }
 }
 
-// SAFETY: forwards to the inner allocator unchanged.
-unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as ours.
-        unsafe { self.inner.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { self.inner.dealloc(ptr, layout) }
+/// The current thread's access to a heap: exclusive while this value lives.
+struct Ctx<'a> {
+    heap: &'a Heap,
+    lock: Option<&'a SpinLock>,
+}
+
+impl Drop for Ctx<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(l) = self.lock {
+            l.unlock();
+        }
     }
 }
 
-/// The global pool's statistics, if a `Pool` is the global allocator (placeholder).
-pub fn pool_stats() -> Option<PoolStats> {
-    None
+impl<A: GlobalAlloc> Pool<A> {
+    /// A pool over `inner` shaped by `config`; usable in a `static`.
+    ///
+    /// # Panics
+    /// If `config` breaks the rules listed at [`PoolConfig`] (at compile time in a `static`).
+    ///
+    /// ```
+    /// use heapdelta::{Pool, PoolConfig};
+    /// let legacy = Pool::with_config(std::alloc::System, PoolConfig::CPYTHON_LEGACY);
+    /// assert_eq!(legacy.stats().classes.len(), 32);
+    /// ```
+    pub const fn with_config(inner: A, config: PoolConfig) -> Self {
+        Pool {
+            inner,
+            geo: Geometry::new(config),
+            core: AtomicPtr::new(ptr::null_mut()),
+            uid: AtomicU64::new(0),
+            shared_lock: SpinLock::new(),
+        }
+    }
+
+    /// The pool's statistics, with the meaning of CPython's `sys._debugmallocstats()`.
+    ///
+    /// Blocks freed by other threads are handed back to their heaps first where that can be done
+    /// without waiting (the calling thread's own heap, the shared heap, and heaps of exited
+    /// threads). Never deadlocks, also when this pool is the global allocator: the counters are
+    /// copied out before the result (which allocates) is built.
+    ///
+    /// ```
+    /// let pool = heapdelta::Pool::new();
+    /// let s = pool.stats();
+    /// assert_eq!(s.classes.len(), 32);
+    /// assert_eq!((s.arenas_current, s.bytes_in_use, s.large_blocks), (0, 0, 0));
+    /// ```
+    pub fn stats(&self) -> PoolStats {
+        self.raw_stats().into_stats()
+    }
+
+    /// Walks every heap and checks pymalloc's invariants (list links, `usable_arenas` order,
+    /// `nfp2lasta`, free-list bounds, per-pool block accounting, the counters behind
+    /// [`stats`](Pool::stats)); returns the addresses of all free-listed blocks in pools in use.
+    /// Pending remote frees are applied first. For tests; `&mut self` ensures no thread uses the
+    /// pool meanwhile.
+    #[doc(hidden)]
+    pub fn check_invariants(&mut self) -> Result<Vec<usize>, String> {
+        let mut free = Vec::new();
+        let Some(core) = self.core() else {
+            return Ok(free);
+        };
+        for i in 0..MAX_HEAPS {
+            if let Some(h) = core.heap(i) {
+                // SAFETY: `&mut self`: no other thread uses the pool or its heaps.
+                unsafe {
+                    self.drain(h);
+                    (*h.state.get()).check(&self.geo, &h.counters, &mut free)?;
+                }
+            }
+        }
+        Ok(free)
+    }
+
+    /// The address-stable state, if set up.
+    #[inline]
+    fn core(&self) -> Option<&Core> {
+        // SAFETY: `core` is null or points at a `Core` that lives until the pool is dropped.
+        unsafe { self.core.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The pool's unique id, setting the pool up (and registering it) on first use; 0 only when
+    /// out of memory.
+    #[inline]
+    fn uid(&self) -> u64 {
+        let u = self.uid.load(Ordering::Relaxed);
+        if u != 0 {
+            return u;
+        }
+        self.init()
+    }
+
+    #[cold]
+    fn init(&self) -> u64 {
+        if self.core().is_none() {
+            let layout = Layout::new::<Core>();
+            // SAFETY: `Core` is not zero-sized.
+            let p = unsafe { self.inner.alloc(layout) } as *mut Core;
+            if p.is_null() {
+                return 0;
+            }
+            let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: `p` is fresh memory with `Core`'s layout.
+            unsafe { p.write(Core::new(uid, self.geo)) };
+            match self.core.compare_exchange(
+                ptr::null_mut(),
+                p,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => stats::register(stats::Entry {
+                    core: p as usize,
+                    uid,
+                }),
+                // SAFETY: `p` was never published; `Core` needs no drop.
+                Err(_) => unsafe { self.inner.dealloc(p as *mut u8, layout) },
+            }
+        }
+        let uid = self.core().map_or(0, |c| c.uid);
+        self.uid.store(uid, Ordering::Relaxed);
+        uid
+    }
+
+    /// Creates the heap of slot `i` owned by `owner`; false if the slot is taken or out of memory.
+    fn create_heap(&self, core: &Core, i: usize, owner: u64) -> bool {
+        let Some(slot) = core.heaps.get(i) else {
+            return false;
+        };
+        let layout = Layout::new::<Heap>();
+        // SAFETY: `Heap` is not zero-sized.
+        let p = unsafe { self.inner.alloc(layout) } as *mut Heap;
+        if p.is_null() {
+            return false;
+        }
+        // SAFETY: `p` is fresh memory of `Heap`'s layout.
+        unsafe { p.write(Heap::new(i as u32, owner)) };
+        if slot
+            .compare_exchange(ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // SAFETY: `p` was never published; `Heap` has no drop glue that matters.
+            unsafe { self.inner.dealloc(p as *mut u8, layout) };
+            return false;
+        }
+        true
+    }
+
+    /// Exclusive access to a heap for the current thread: its own (lock-free), or the shared one
+    /// (under a spin lock) when it has none. `None` only when out of memory.
+    #[inline]
+    fn ctx(&self) -> Option<Ctx<'_>> {
+        let uid = self.uid();
+        if uid == 0 {
+            return None;
+        }
+        if let Some(h) = local::cached(uid) {
+            // SAFETY: cached heaps belong to pool `uid`, which is `self` (ids are never reused),
+            // and live as long as it; the thread owns the heap, so access is exclusive.
+            let heap = unsafe { &*h };
+            return Some(Ctx { heap, lock: None });
+        }
+        self.ctx_slow(uid)
+    }
+
+    #[cold]
+    fn ctx_slow(&self, uid: u64) -> Option<Ctx<'_>> {
+        if let Some(h) = local::cached_slow(uid) {
+            // SAFETY: as in `ctx`.
+            let heap = unsafe { &*h };
+            return Some(Ctx { heap, lock: None });
+        }
+        let core = self.core()?;
+        if let Some(token) = local::token() {
+            if let Some(h) = self.claim(core, token) {
+                local::remember(uid, h);
+                return Some(Ctx {
+                    heap: h,
+                    lock: None,
+                });
+            }
+        }
+        // The shared fallback heap.
+        self.shared_lock.lock();
+        if core.heap(0).is_none() && !self.create_heap(core, 0, OWNER_SHARED) {
+            self.shared_lock.unlock();
+            return None;
+        }
+        match core.heap(0) {
+            Some(heap) => Some(Ctx {
+                heap,
+                lock: Some(&self.shared_lock),
+            }),
+            None => {
+                self.shared_lock.unlock();
+                None
+            }
+        }
+    }
+
+    /// Finds or claims a heap for the thread with `token`.
+    fn claim<'c>(&self, core: &'c Core, token: u64) -> Option<&'c Heap> {
+        for i in 1..MAX_HEAPS {
+            if let Some(h) = core.heap(i) {
+                if h.owner.load(Ordering::Acquire) == token {
+                    return Some(h);
+                }
+            }
+        }
+        for i in 1..MAX_HEAPS {
+            if let Some(h) = core.heap(i) {
+                let o = h.owner.load(Ordering::Acquire);
+                if local::is_stale(o)
+                    && h.owner
+                        .compare_exchange(o, token, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    return Some(h);
+                }
+            }
+        }
+        for i in 1..MAX_HEAPS {
+            if core.heap(i).is_none() && self.create_heap(core, i, token) {
+                return core.heap(i);
+            }
+        }
+        None
+    }
+
+    /// Frees the blocks other threads pushed on `heap`'s remote list.
+    ///
+    /// # Safety
+    /// The caller has exclusive access to `heap` (it owns it or holds its lock).
+    #[inline]
+    unsafe fn drain(&self, heap: &Heap) {
+        if heap.remote.0.load(Ordering::Relaxed).is_null() {
+            return;
+        }
+        let mut p = heap.remote.0.swap(ptr::null_mut(), Ordering::Acquire);
+        while !p.is_null() {
+            // SAFETY: blocks on the remote list are blocks of this heap given up by their
+            // freeing thread, linked through their first word; we have exclusive access.
+            unsafe {
+                let next = *(p as *mut *mut u8);
+                (*heap.state.get()).free(self, &heap.counters, p);
+                p = next;
+            }
+        }
+    }
+
+    /// Counters summed over all heaps, without allocating, after applying the remote frees
+    /// that can be applied without waiting.
+    fn raw_stats(&self) -> RawStats {
+        let Some(core) = self.core() else {
+            return RawStats::new(self.geo);
+        };
+        if let Some(h) = local::cached(core.uid).or_else(|| local::cached_slow(core.uid)) {
+            // SAFETY: the cached heap is the current thread's own heap of this pool.
+            unsafe { self.drain(&*h) };
+        }
+        if let Some(h) = core.heap(0) {
+            if self.shared_lock.try_lock() {
+                // SAFETY: we hold the shared heap's lock.
+                unsafe { self.drain(h) };
+                self.shared_lock.unlock();
+            }
+        }
+        for h in (1..MAX_HEAPS).filter_map(|i| core.heap(i)) {
+            let o = h.owner.load(Ordering::Acquire);
+            if local::is_stale(o)
+                && h.owner
+                    .compare_exchange(o, OWNER_STATS, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                // SAFETY: owning the heap through `OWNER_STATS` gives exclusive access.
+                unsafe { self.drain(h) };
+                h.owner.store(o, Ordering::Release);
+            }
+        }
+        core.counters()
+    }
+
+    /// Counts a large block allocated (`d = 1`) or freed (`d = -1`) on the current thread's heap.
+    fn count_large(&self, blocks: i64, bytes: i64) {
+        if let Some(ctx) = self.ctx() {
+            bump(&ctx.heap.counters.large_blocks, blocks as u64);
+            bump(&ctx.heap.counters.large_bytes, bytes as u64);
+        }
+    }
+
+    /// `address_in_range`: whether `p` lies in one of this pool's arenas.
+    #[inline]
+    fn owns(&self, p: *mut u8) -> bool {
+        self.core()
+            .is_some_and(|c| c.map.contains(&self.geo, p as usize))
+    }
+
+    #[inline]
+    fn is_small(&self, layout: Layout) -> bool {
+        layout.size() <= self.geo.max_small && layout.align() <= self.geo.alignment
+    }
+}
+
+impl<A: GlobalAlloc> ArenaSource for Pool<A> {
+    type Inner = A;
+
+    fn inner(&self) -> &A {
+        &self.inner
+    }
+
+    fn geo(&self) -> &Geometry {
+        &self.geo
+    }
+
+    fn arena_alloc(&self) -> *mut u8 {
+        let Ok(layout) = Layout::from_size_align(self.geo.arena_size, self.geo.pool_size) else {
+            return ptr::null_mut();
+        };
+        // SAFETY: the layout is non-empty.
+        let p = unsafe { self.inner.alloc(layout) };
+        if p.is_null() {
+            return p;
+        }
+        let marked = self
+            .core()
+            .filter(|c| c.map.mark(&self.inner, &self.geo, p as usize, true));
+        let Some(core) = marked else {
+            // SAFETY: `p` was just allocated with `layout` and never handed out.
+            unsafe { self.inner.dealloc(p, layout) };
+            return ptr::null_mut();
+        };
+        core.arenas_total.fetch_add(1, Ordering::Relaxed);
+        let cur = core
+            .arenas_current
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1);
+        core.arenas_highwater.fetch_max(cur, Ordering::Relaxed);
+        p
+    }
+
+    unsafe fn arena_free(&self, base: *mut u8) {
+        if let Some(core) = self.core() {
+            core.map.mark(&self.inner, &self.geo, base as usize, false);
+            core.arenas_current.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Ok(layout) = Layout::from_size_align(self.geo.arena_size, self.geo.pool_size) {
+            // SAFETY: `base` came from `arena_alloc` with this layout (caller).
+            unsafe { self.inner.dealloc(base, layout) };
+        }
+    }
+}
+
+// SAFETY: small blocks come from arenas this pool owns exclusively, are aligned to
+// `geo.alignment` (pool-aligned arenas, block offsets multiples of the alignment) and are at
+// least `layout.size()` bytes (the class size rounds up); a block is handed out once until freed
+// (pymalloc invariants, checked by tests/pool_props.rs). Other layouts go to `inner` unchanged.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if !self.is_small(layout) {
+            // SAFETY: same contract as ours.
+            let p = unsafe { self.inner.alloc(layout) };
+            if !p.is_null() {
+                self.count_large(1, layout.size() as i64);
+            }
+            return p;
+        }
+        let idx = self.geo.class_of(layout.size());
+        let Some(ctx) = self.ctx() else {
+            return ptr::null_mut();
+        };
+        // SAFETY: `ctx` gives this thread exclusive access to the heap; `idx < nclasses` because
+        // `size <= max_small`.
+        unsafe {
+            self.drain(ctx.heap);
+            (*ctx.heap.state.get()).alloc(self, &ctx.heap.counters, idx)
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if !self.owns(ptr) {
+            // SAFETY: not in our arenas, so it came from `inner` with this layout.
+            unsafe { self.inner.dealloc(ptr, layout) };
+            self.count_large(-1, -(layout.size() as i64));
+            return;
+        }
+        // SAFETY: `ptr` is a block in use in one of our pools (caller contract + address).
+        let owner = unsafe { HeapState::block_heap(&self.geo, ptr) };
+        if let Some(ctx) = self.ctx() {
+            if ctx.heap.index == owner {
+                // SAFETY: exclusive access through `ctx`; the block belongs to this heap.
+                unsafe { (*ctx.heap.state.get()).free(self, &ctx.heap.counters, ptr) };
+                return;
+            }
+        }
+        let Some(heap) = self.core().and_then(|c| c.heap(owner as usize)) else {
+            return;
+        };
+        // SAFETY: the block is in use, at least 8 bytes and 8-aligned; we give it up.
+        unsafe { heap.push_remote(ptr) };
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if !self.owns(ptr) {
+            // A block of the inner allocator stays there, even when it shrinks (CPython's rule).
+            // SAFETY: same contract as ours; the block came from `inner` with `layout`.
+            let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
+            if !p.is_null() {
+                self.count_large(0, new_size as i64 - layout.size() as i64);
+            }
+            return p;
+        }
+        // SAFETY: `ptr` is a block in use in one of our pools.
+        let size = self
+            .geo
+            .class_size(unsafe { HeapState::block_class(&self.geo, ptr) });
+        if new_size <= size && 4 * new_size > 3 * size {
+            return ptr;
+        }
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return ptr::null_mut();
+        };
+        // SAFETY: `new_layout` is non-zero-sized when `new_size` is (the caller's contract).
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            // SAFETY: both blocks hold at least `min(old, new)` bytes and are distinct.
+            unsafe {
+                ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+        }
+        new
+    }
+}
+
+/// Dropping a pool returns every arena and all metadata to the inner allocator; blocks still
+/// in use become invalid, as with any allocator that goes away.
+impl<A: GlobalAlloc> Drop for Pool<A> {
+    fn drop(&mut self) {
+        let p = *self.core.get_mut();
+        if p.is_null() {
+            return;
+        }
+        // SAFETY: `p` is our core; `&mut self` means no thread uses the pool.
+        let uid = unsafe { (*p).uid };
+        stats::unregister(p as usize, uid);
+        for i in 0..MAX_HEAPS {
+            // SAFETY: as above.
+            let h = unsafe { (*p).heaps[i].swap(ptr::null_mut(), Ordering::AcqRel) };
+            if h.is_null() {
+                continue;
+            }
+            // SAFETY: we own every heap now; each was allocated by `inner` with
+            // `Layout::new::<Heap>()` in `create_heap`. `release_all` uses the core (still alive).
+            unsafe {
+                (*(*h).state.get()).release_all(&*self);
+                self.inner.dealloc(h as *mut u8, Layout::new::<Heap>());
+            }
+        }
+        // SAFETY: nobody else uses the map or the core; the core came from `inner` in `init`.
+        unsafe {
+            (*p).map.free_all(&self.inner, &self.geo);
+            self.inner.dealloc(p as *mut u8, Layout::new::<Core>());
+        }
+        *self.core.get_mut() = ptr::null_mut();
+    }
 }

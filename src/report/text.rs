@@ -3,6 +3,7 @@
 use std::fmt::{self, Display, Formatter};
 
 use crate::diff::{Delta, Timeline};
+use crate::pool::PoolStats;
 
 /// Sites, types and classes listed under a step line.
 const TOP: usize = 5;
@@ -151,8 +152,41 @@ impl Display for Delta {
         if !classes.is_empty() {
             write!(f, "   classes: {}", classes.join(" | "))?;
         }
+        if let Some(p) = &self.pool {
+            write!(f, "\n{}", pool_view(p))?;
+        }
         Ok(())
     }
+}
+
+/// The never-shrinking-heap view: what the pool keeps reserved, and where the room is.
+pub(crate) fn pool_view(p: &PoolStats) -> String {
+    let free_in_pools: u64 = p
+        .classes
+        .iter()
+        .map(|c| c.blocks_available * c.size as u64)
+        .sum();
+    let mut out = format!(
+        "   pool: reserved {} in {} arenas | blocks in use {} | free in used pools {} | empty or untouched pools {}",
+        bytes(p.bytes_reserved),
+        thousands(p.arenas_current),
+        bytes(p.bytes_in_use),
+        bytes(free_in_pools),
+        thousands(p.unused_pools),
+    );
+    let mut classes: Vec<_> = p.classes.iter().filter(|c| c.pools > 0).collect();
+    classes.sort_by_key(|c| std::cmp::Reverse(c.blocks_available * c.size as u64));
+    for c in classes.iter().take(TOP) {
+        out += &format!(
+            "\n      class {:>3} B: {:>9} blocks in use, {:>9} free in {} pools ({})",
+            c.size,
+            thousands(c.blocks_in_use),
+            thousands(c.blocks_available),
+            thousands(c.pools),
+            bytes(c.blocks_available * c.size as u64),
+        );
+    }
+    out
 }
 
 impl Display for Timeline {

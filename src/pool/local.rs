@@ -1,0 +1,246 @@
+//! Threads and heaps: which heap the current thread allocates from.
+//!
+//! * A thread gets a *token* from a static table of thread records on its first allocation; the
+//!   record is released by a thread-local destructor, which makes the token stale.
+//! * Each `Pool` has a fixed array of heap slots. Slot 0 is the shared fallback heap (used under
+//!   a short spin lock by threads that have no token, e.g. during thread teardown, or when every
+//!   slot is taken); the others are claimed by threads: first one the thread already owns, then
+//!   one whose owner is gone (adoption: its blocks and arenas are reused, never lost), then a new
+//!   one.
+//! * A per-thread cache maps a pool's unique id to the heap the thread owns in it, so the
+//!   allocation path is two thread-local loads and a compare. No lock is taken on that path.
+//! * Frees from a thread other than a heap's owner go on the heap's lock-free remote list
+//!   (`push_remote`), which the owner drains on its next allocation or when stats are read.
+
+use super::heap::{Counters, HeapState};
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+
+/// Heap slots per pool (slot 0 is the shared fallback heap).
+pub(crate) const MAX_HEAPS: usize = 64;
+/// Owner token of a free slot.
+pub(crate) const OWNER_NONE: u64 = 0;
+/// Owner token of the shared fallback heap.
+pub(crate) const OWNER_SHARED: u64 = 1;
+/// Owner token held while a stats reader or `Drop` drains an abandoned heap.
+pub(crate) const OWNER_STATS: u64 = 2;
+
+const RECORDS: usize = 1024;
+static THREAD_RECORDS: [AtomicU64; RECORDS] = [const { AtomicU64::new(0) }; RECORDS];
+
+/// Keeps a value on its own cache line (other threads write `remote`, the owner the rest).
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub T);
+
+/// One heap: a pymalloc state plus what other threads may touch.
+pub(crate) struct Heap {
+    /// This heap's slot in the pool (as written in its pool headers).
+    pub index: u32,
+    /// Token of the owning thread (or one of the `OWNER_*` values).
+    pub owner: AtomicU64,
+    /// Statistics counters, written by the owner only.
+    pub counters: Counters,
+    /// The state machine, used only by the owner.
+    pub state: UnsafeCell<HeapState>,
+    /// Blocks freed by other threads (a Treiber stack linked through the blocks' first word).
+    pub remote: Padded<AtomicPtr<u8>>,
+}
+
+impl Heap {
+    pub const fn new(index: u32, owner: u64) -> Heap {
+        Heap {
+            index,
+            owner: AtomicU64::new(owner),
+            counters: Counters::new(),
+            state: UnsafeCell::new(HeapState::new(index)),
+            remote: Padded(AtomicPtr::new(std::ptr::null_mut())),
+        }
+    }
+
+    /// Pushes the block `p` on the remote-free list.
+    ///
+    /// # Safety
+    /// `p` is a block in use of this heap, at least pointer-sized and aligned, and the caller
+    /// gives up all access to it.
+    pub unsafe fn push_remote(&self, p: *mut u8) {
+        let mut head = self.remote.0.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `p` is owned by the caller until the CAS below publishes it.
+            unsafe { (p as *mut *mut u8).write(head) };
+            match self
+                .remote
+                .0
+                .compare_exchange_weak(head, p, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(h) => head = h,
+            }
+        }
+    }
+}
+
+/// Whether `token` belongs to a thread that has exited (or whose record was recycled).
+pub(crate) fn is_stale(token: u64) -> bool {
+    if token >> 32 == 0 {
+        return token == OWNER_NONE;
+    }
+    let idx = (token >> 32) as usize - 1;
+    match THREAD_RECORDS.get(idx) {
+        None => true,
+        Some(r) => {
+            let v = r.load(Ordering::Acquire);
+            v & 1 == 0 || v >> 1 != token & 0xffff_ffff
+        }
+    }
+}
+
+const TOKEN_UNSET: u64 = 0;
+const TOKEN_BUSY: u64 = 1;
+const TOKEN_DEAD: u64 = 2;
+const CACHE: usize = 4;
+
+struct Local {
+    token: Cell<u64>,
+    cache: [Cell<(u64, *const Heap)>; CACHE],
+}
+
+/// Releases the thread's record when the thread exits.
+struct RecordGuard(Cell<usize>);
+
+impl Drop for RecordGuard {
+    fn drop(&mut self) {
+        let _ = LOCAL.try_with(|l| {
+            l.token.set(TOKEN_DEAD);
+            for c in &l.cache {
+                c.set((0, std::ptr::null()));
+            }
+        });
+        if let Some(r) = THREAD_RECORDS.get(self.0.get()) {
+            let v = r.load(Ordering::Relaxed);
+            // Bump the generation and clear the used bit: every token of this thread is stale.
+            r.store(
+                (v & !1).wrapping_add(2) & ((1 << 33) - 1),
+                Ordering::Release,
+            );
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: Local = const {
+        Local {
+            token: Cell::new(TOKEN_UNSET),
+            cache: [const { Cell::new((0, std::ptr::null())) }; CACHE],
+        }
+    };
+    static GUARD: RecordGuard = const { RecordGuard(Cell::new(usize::MAX)) };
+}
+
+/// The current thread's heap in the pool with id `uid`, if it is the cached one.
+#[inline]
+pub(crate) fn cached(uid: u64) -> Option<*const Heap> {
+    LOCAL
+        .try_with(|l| {
+            let (u, h) = l.cache[0].get();
+            (u == uid).then_some(h)
+        })
+        .ok()
+        .flatten()
+}
+
+/// Looks `uid` up in the rest of the cache and moves a hit to the front.
+pub(crate) fn cached_slow(uid: u64) -> Option<*const Heap> {
+    LOCAL
+        .try_with(|l| {
+            let pos = l.cache.iter().position(|c| c.get().0 == uid)?;
+            let hit = l.cache[pos].get();
+            for i in (1..=pos).rev() {
+                l.cache[i].set(l.cache[i - 1].get());
+            }
+            l.cache[0].set(hit);
+            Some(hit.1)
+        })
+        .ok()
+        .flatten()
+}
+
+/// Puts `(uid, heap)` at the front of the cache.
+pub(crate) fn remember(uid: u64, heap: *const Heap) {
+    let _ = LOCAL.try_with(|l| {
+        for i in (1..CACHE).rev() {
+            l.cache[i].set(l.cache[i - 1].get());
+        }
+        l.cache[0].set((uid, heap));
+    });
+}
+
+/// The current thread's owner token, claiming a record on first use; `None` while the thread
+/// is being set up or torn down, or when every record is taken.
+pub(crate) fn token() -> Option<u64> {
+    LOCAL
+        .try_with(|l| {
+            let t = l.token.get();
+            if t >> 32 != 0 {
+                return Some(t);
+            }
+            if t != TOKEN_UNSET {
+                return None;
+            }
+            // Registering GUARD's destructor may allocate on some platforms: nested calls see BUSY.
+            l.token.set(TOKEN_BUSY);
+            let claimed = THREAD_RECORDS.iter().enumerate().find_map(|(i, r)| {
+                let v = r.load(Ordering::Relaxed);
+                (v & 1 == 0
+                    && r.compare_exchange(v, v | 1, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok())
+                .then_some((i, v >> 1))
+            });
+            let Some((idx, generation)) = claimed else {
+                l.token.set(TOKEN_DEAD);
+                return None;
+            };
+            if GUARD.try_with(|g| g.0.set(idx)).is_err() {
+                if let Some(r) = THREAD_RECORDS.get(idx) {
+                    r.store(((generation + 1) << 1) & ((1 << 33) - 1), Ordering::Release);
+                }
+                l.token.set(TOKEN_DEAD);
+                return None;
+            }
+            let t = ((idx as u64 + 1) << 32) | generation;
+            l.token.set(t);
+            Some(t)
+        })
+        .ok()
+        .flatten()
+}
+
+/// A spin lock for the shared heap, held only around one allocator operation.
+pub(crate) struct SpinLock(AtomicBool);
+
+impl SpinLock {
+    pub const fn new() -> SpinLock {
+        SpinLock(AtomicBool::new(false))
+    }
+
+    pub fn try_lock(&self) -> bool {
+        self.0
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    pub fn lock(&self) {
+        let mut spins = 0u32;
+        while !self.try_lock() {
+            spins = spins.wrapping_add(1);
+            if spins % 64 == 0 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    pub fn unlock(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+}

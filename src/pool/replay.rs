@@ -1,0 +1,213 @@
+//! Trace replay through a `Pool` (used by `examples/replay_trace.rs` and `tests/pool_vectors.rs`;
+//! not a stable API).
+//!
+//! Trace format, one operation a line (`#` starts a comment):
+//! `a ID SIZE` allocate, `f ID` free, `r ID SIZE` realloc, `s LABEL` snapshot.
+//!
+//! A request of 0 bytes lands in `malloc` in CPython (never in the pools), and so does a realloc
+//! to 0. `GlobalAlloc` never sees size 0, so the replay sends such requests to the inner allocator
+//! as a `max_small + 1`-byte request instead: they stay outside the pools exactly as in CPython,
+//! and `large_blocks` equals CPython's count of raw blocks.
+
+use super::{Pool, PoolStats};
+use serde_json::{json, Value};
+use std::alloc::{GlobalAlloc, Layout};
+
+/// One trace operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `a ID SIZE`
+    Alloc(u32, usize),
+    /// `f ID`
+    Free(u32),
+    /// `r ID SIZE`
+    Realloc(u32, usize),
+    /// `s LABEL`
+    Snapshot(String),
+}
+
+/// Parses a trace; the error names the first malformed line.
+pub fn parse(text: &str) -> Result<Vec<Op>, String> {
+    let mut ops = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = || format!("line {}: malformed: {line:?}", n + 1);
+        let mut it = line.split_ascii_whitespace();
+        let kind = it.next().ok_or_else(bad)?;
+        let num = |it: &mut std::str::SplitAsciiWhitespace<'_>| -> Result<usize, String> {
+            it.next()
+                .and_then(|s| s.parse::<usize>().ok())
+                .ok_or_else(bad)
+        };
+        let op = match kind {
+            "a" => Op::Alloc(id(num(&mut it)?).ok_or_else(bad)?, num(&mut it)?),
+            "f" => Op::Free(id(num(&mut it)?).ok_or_else(bad)?),
+            "r" => Op::Realloc(id(num(&mut it)?).ok_or_else(bad)?, num(&mut it)?),
+            "s" => Op::Snapshot(line[1..].trim().to_string()),
+            _ => return Err(bad()),
+        };
+        ops.push(op);
+    }
+    Ok(ops)
+}
+
+fn id(n: usize) -> Option<u32> {
+    u32::try_from(n).ok().filter(|&i| i < 1 << 31)
+}
+
+/// The counters at one `s LABEL` line.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The label.
+    pub label: String,
+    /// Index of the `s` line among all operations.
+    pub op: usize,
+    /// The pool's statistics there.
+    pub stats: PoolStats,
+}
+
+/// Everything a replay measured.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// One entry per `s` line, in order.
+    pub snapshots: Vec<Snapshot>,
+    /// Statistics at the end of the trace.
+    pub after: PoolStats,
+    /// Statistics after freeing every survivor (in ascending id order).
+    pub after_cleanup: PoolStats,
+}
+
+/// Replays `ops` through `pool` (which should be fresh and used by this thread only).
+pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String> {
+    let zero = pool.geo.max_small + 1;
+    let align = 8;
+    let layout = |n: usize| Layout::from_size_align(if n == 0 { zero } else { n }, align);
+    let mut live: Vec<Option<(*mut u8, Layout)>> = Vec::new();
+    let mut snapshots = Vec::new();
+    for (k, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Alloc(i, n) => {
+                let i = i as usize;
+                if live.len() <= i {
+                    live.resize(i + 1, None);
+                }
+                if live[i].is_some() {
+                    return Err(format!("op {k}: id {i} allocated twice"));
+                }
+                let l = layout(n).map_err(|e| e.to_string())?;
+                // SAFETY: `l` is non-zero-sized.
+                let p = unsafe { pool.alloc(l) };
+                if p.is_null() {
+                    return Err(format!("op {k}: out of memory"));
+                }
+                live[i] = Some((p, l));
+            }
+            Op::Free(i) => {
+                let (p, l) = take(&mut live, i, k)?;
+                // SAFETY: `p` came from `pool` with layout `l` and is freed once.
+                unsafe { pool.dealloc(p, l) };
+            }
+            Op::Realloc(i, n) => {
+                let (p, l) = take(&mut live, i, k)?;
+                let nl = layout(n).map_err(|e| e.to_string())?;
+                // SAFETY: `p` came from `pool` with layout `l`; `nl.size()` is non-zero.
+                let q = unsafe { pool.realloc(p, l, nl.size()) };
+                if q.is_null() {
+                    return Err(format!("op {k}: out of memory"));
+                }
+                live[i as usize] = Some((q, nl));
+            }
+            Op::Snapshot(ref label) => snapshots.push(Snapshot {
+                label: label.clone(),
+                op: k,
+                stats: pool.stats(),
+            }),
+        }
+    }
+    let after = pool.stats();
+    for (p, l) in live.iter_mut().filter_map(Option::take) {
+        // SAFETY: every live block came from `pool` with its layout and is freed once.
+        unsafe { pool.dealloc(p, l) };
+    }
+    Ok(Outcome {
+        snapshots,
+        after,
+        after_cleanup: pool.stats(),
+    })
+}
+
+fn take(
+    live: &mut [Option<(*mut u8, Layout)>],
+    i: u32,
+    k: usize,
+) -> Result<(*mut u8, Layout), String> {
+    live.get_mut(i as usize)
+        .and_then(Option::take)
+        .ok_or_else(|| format!("op {k}: id {i} is not live"))
+}
+
+/// A snapshot's counters with the key names of the CPython vectors' `snapshots` entries.
+pub fn snapshot_json(s: &Snapshot) -> Value {
+    let st = &s.stats;
+    json!({
+        "label": s.label,
+        "op": s.op,
+        // `sys.getallocatedblocks()`: pool blocks plus raw (inner allocator) blocks.
+        "live_blocks": st.classes.iter().map(|c| c.blocks_in_use).sum::<u64>() + st.large_blocks,
+        "arenas_current": st.arenas_current,
+        "arenas_highwater": st.arenas_highwater,
+        "arenas_reclaimed": st.arenas_reclaimed,
+        "arenas_total": st.arenas_allocated_total,
+        "bytes_allocated_blocks": st.bytes_in_use,
+        "unused_pools": st.unused_pools,
+    })
+}
+
+/// Full statistics in the format of the CPython vectors' `after` entries (classes with pools only).
+pub fn full_json<A: GlobalAlloc>(pool: &Pool<A>, st: &PoolStats) -> Value {
+    let g = &pool.geo;
+    let classes: Vec<Value> = st
+        .classes
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.pools > 0)
+        .map(|(i, c)| {
+            json!({"class": i, "size": c.size, "pools": c.pools,
+                   "blocks_in_use": c.blocks_in_use, "avail_blocks": c.blocks_available})
+        })
+        .collect();
+    let pools: u64 = st.classes.iter().map(|c| c.pools).sum();
+    let quant: u64 = st
+        .classes
+        .iter()
+        .map(|c| c.pools * ((g.pool_size - g.overhead) % c.size) as u64)
+        .sum();
+    json!({
+        "arenas_total": st.arenas_allocated_total,
+        "arenas_reclaimed": st.arenas_reclaimed,
+        "arenas_highwater": st.arenas_highwater,
+        "arenas_current": st.arenas_current,
+        "arena_size": g.arena_size,
+        "pool_size": g.pool_size,
+        "bytes_allocated_blocks": st.bytes_in_use,
+        "bytes_available_blocks": st.classes.iter().map(|c| c.blocks_available * c.size as u64).sum::<u64>(),
+        "unused_pools": st.unused_pools,
+        "bytes_pool_headers": pools * g.overhead as u64,
+        "bytes_quantization": quant,
+        "bytes_arena_alignment": 0,
+        "allocated_blocks": st.classes.iter().map(|c| c.blocks_in_use).sum::<u64>() + st.large_blocks,
+        "classes": classes,
+    })
+}
+
+/// The whole outcome as JSON: `{"snapshots": [...], "after": {...}, "after_cleanup": {...}}`.
+pub fn outcome_json<A: GlobalAlloc>(pool: &Pool<A>, o: &Outcome) -> Value {
+    json!({
+        "snapshots": o.snapshots.iter().map(snapshot_json).collect::<Vec<_>>(),
+        "after": full_json(pool, &o.after),
+        "after_cleanup": full_json(pool, &o.after_cleanup),
+    })
+}

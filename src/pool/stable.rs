@@ -1,0 +1,71 @@
+//! The part of a pool that never moves: allocated from the inner allocator on first use, so a
+//! `Pool` value may be moved between uses, and `pool_stats()` can reach it by address.
+
+use super::config::{Geometry, MAX_CLASSES};
+use super::local::{Heap, MAX_HEAPS};
+use super::map::ArenaMap;
+use super::stats::RawStats;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+/// Address-stable pool state.
+pub(crate) struct Core {
+    /// The pool's unique id (never reused within a process).
+    pub uid: u64,
+    pub geo: Geometry,
+    /// Which addresses are in arenas.
+    pub map: ArenaMap,
+    /// Heap slots (0 is the shared fallback heap); a heap lives until the pool is dropped.
+    pub heaps: [AtomicPtr<Heap>; MAX_HEAPS],
+    pub arenas_total: AtomicU64,
+    pub arenas_current: AtomicU64,
+    pub arenas_highwater: AtomicU64,
+}
+
+impl Core {
+    pub fn new(uid: u64, geo: Geometry) -> Core {
+        Core {
+            uid,
+            geo,
+            map: ArenaMap::new(),
+            heaps: [const { AtomicPtr::new(ptr::null_mut()) }; MAX_HEAPS],
+            arenas_total: AtomicU64::new(0),
+            arenas_current: AtomicU64::new(0),
+            arenas_highwater: AtomicU64::new(0),
+        }
+    }
+
+    /// The heap in slot `i`, if created.
+    #[inline]
+    pub fn heap(&self, i: usize) -> Option<&Heap> {
+        let p = self.heaps.get(i)?.load(Ordering::Acquire);
+        // SAFETY: heap slots hold null or a heap that lives as long as the core.
+        unsafe { p.as_ref() }
+    }
+
+    /// Counters summed over all heaps (no allocation, no lock, no draining).
+    pub fn counters(&self) -> RawStats {
+        let mut raw = RawStats::new(self.geo);
+        for h in (0..MAX_HEAPS).filter_map(|i| self.heap(i)) {
+            let c = &h.counters;
+            for k in 0..self.geo.nclasses.min(MAX_CLASSES) {
+                raw.blocks[k] =
+                    raw.blocks[k].wrapping_add(c.blocks[k].load(Ordering::Relaxed) as i64);
+                raw.pools[k] = raw.pools[k].wrapping_add(c.pools[k].load(Ordering::Relaxed) as i64);
+            }
+            raw.unused_pools = raw
+                .unused_pools
+                .wrapping_add(c.unused_pools.load(Ordering::Relaxed) as i64);
+            raw.large_blocks = raw
+                .large_blocks
+                .wrapping_add(c.large_blocks.load(Ordering::Relaxed) as i64);
+            raw.large_bytes = raw
+                .large_bytes
+                .wrapping_add(c.large_bytes.load(Ordering::Relaxed) as i64);
+        }
+        raw.arenas_total = self.arenas_total.load(Ordering::Relaxed);
+        raw.arenas_current = self.arenas_current.load(Ordering::Relaxed);
+        raw.arenas_highwater = self.arenas_highwater.load(Ordering::Relaxed);
+        raw
+    }
+}

@@ -1,0 +1,219 @@
+//! `PoolStats`, the registry of live pools, and `pool_stats()`.
+
+use super::config::{Geometry, MAX_CLASSES};
+use super::local::SpinLock;
+use super::stable::Core;
+use std::cell::UnsafeCell;
+
+/// What a `Pool` holds, with the meaning of CPython's `sys._debugmallocstats()`.
+///
+/// ```
+/// use std::alloc::{GlobalAlloc, Layout, System};
+/// use heapdelta::{Pool, PoolConfig};
+/// let pool = Pool::with_config(System, PoolConfig::CPYTHON);
+/// let layout = Layout::from_size_align(24, 8).unwrap();
+/// let p = unsafe { pool.alloc(layout) };
+/// let s = pool.stats();
+/// assert_eq!(s.classes[1].blocks_in_use, 1);       // 24 bytes are served from the 32-byte class
+/// assert_eq!(s.classes[1].blocks_available, 509);  // 510 blocks per 16 KiB pool
+/// assert_eq!(s.unused_pools, 63);
+/// assert_eq!(s.bytes_reserved, 1 << 20);
+/// unsafe { pool.dealloc(p, layout) };
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PoolStats {
+    /// One entry per size class, smallest first (classes without pools included, with zeros).
+    pub classes: Vec<ClassStats>,
+    /// Arenas ever obtained from the inner allocator (`ntimes_arena_allocated`).
+    pub arenas_allocated_total: u64,
+    /// Arenas given back (`arenas_allocated_total - arenas_current`).
+    pub arenas_reclaimed: u64,
+    /// Most arenas live at once (`narenas_highwater`).
+    pub arenas_highwater: u64,
+    /// Arenas live now (`narenas_currently_allocated`).
+    pub arenas_current: u64,
+    /// Empty pools plus never-carved pools in live arenas (Σ `nfreepools`).
+    pub unused_pools: u64,
+    /// Σ blocks in use × their class size ("bytes in allocated blocks").
+    pub bytes_in_use: u64,
+    /// `arenas_current × arena_size`.
+    pub bytes_reserved: u64,
+    /// Blocks passed through to the inner allocator and not yet freed.
+    pub large_blocks: u64,
+    /// Their requested bytes.
+    pub large_bytes: u64,
+}
+
+/// One row of the per-class table of `sys._debugmallocstats()`.
+///
+/// ```
+/// let c = heapdelta::ClassStats { size: 64, pools: 1, blocks_in_use: 10, blocks_available: 245 };
+/// assert_eq!(c.blocks_in_use + c.blocks_available, 255); // NUMBLOCKS for 64-byte blocks
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClassStats {
+    /// Block size of the class.
+    pub size: usize,
+    /// Pools of this class holding at least one block in use.
+    pub pools: u64,
+    /// Blocks in use.
+    pub blocks_in_use: u64,
+    /// Blocks of those pools not in use: free-listed plus never touched.
+    pub blocks_available: u64,
+}
+
+/// Counters copied out of a pool without allocating.
+#[derive(Clone, Copy)]
+pub(crate) struct RawStats {
+    pub geo: Geometry,
+    pub blocks: [i64; MAX_CLASSES],
+    pub pools: [i64; MAX_CLASSES],
+    pub unused_pools: i64,
+    pub large_blocks: i64,
+    pub large_bytes: i64,
+    pub arenas_total: u64,
+    pub arenas_current: u64,
+    pub arenas_highwater: u64,
+}
+
+impl RawStats {
+    pub fn new(geo: Geometry) -> RawStats {
+        RawStats {
+            geo,
+            blocks: [0; MAX_CLASSES],
+            pools: [0; MAX_CLASSES],
+            unused_pools: 0,
+            large_blocks: 0,
+            large_bytes: 0,
+            arenas_total: 0,
+            arenas_current: 0,
+            arenas_highwater: 0,
+        }
+    }
+
+    /// Builds the public form (allocates: call with no lock held).
+    pub fn into_stats(self) -> PoolStats {
+        let g = &self.geo;
+        let pos = |v: i64| v.max(0) as u64;
+        let classes: Vec<ClassStats> = (0..g.nclasses)
+            .map(|i| {
+                let pools = pos(self.pools[i]);
+                let blocks = pos(self.blocks[i]);
+                ClassStats {
+                    size: g.class_size(i),
+                    pools,
+                    blocks_in_use: blocks,
+                    blocks_available: (pools * g.numblocks(i) as u64).saturating_sub(blocks),
+                }
+            })
+            .collect();
+        let bytes_in_use = classes
+            .iter()
+            .map(|c| c.blocks_in_use * c.size as u64)
+            .sum();
+        PoolStats {
+            classes,
+            arenas_allocated_total: self.arenas_total,
+            arenas_reclaimed: self.arenas_total.saturating_sub(self.arenas_current),
+            arenas_highwater: self.arenas_highwater,
+            arenas_current: self.arenas_current,
+            unused_pools: pos(self.unused_pools),
+            bytes_in_use,
+            bytes_reserved: self.arenas_current * g.arena_size as u64,
+            large_blocks: pos(self.large_blocks),
+            large_bytes: pos(self.large_bytes),
+        }
+    }
+}
+
+/// A live pool: the address of its `Core` and its id.
+#[derive(Clone, Copy)]
+pub(crate) struct Entry {
+    pub core: usize,
+    pub uid: u64,
+}
+
+const SLOTS: usize = 64;
+
+struct Registry {
+    lock: SpinLock,
+    entries: UnsafeCell<[Option<Entry>; SLOTS]>,
+}
+
+// SAFETY: `entries` is only accessed while `lock` is held.
+unsafe impl Sync for Registry {}
+
+static REGISTRY: Registry = Registry {
+    lock: SpinLock::new(),
+    entries: UnsafeCell::new([None; SLOTS]),
+};
+
+fn with_registry<R>(f: impl FnOnce(&mut [Option<Entry>; SLOTS]) -> R) -> R {
+    REGISTRY.lock.lock();
+    // SAFETY: the lock is held, so this is the only reference to the entries. `f` never allocates
+    // (all callers pass closures over plain data and the pools' no-allocation functions).
+    let r = f(unsafe { &mut *REGISTRY.entries.get() });
+    REGISTRY.lock.unlock();
+    r
+}
+
+/// Records a live pool (silently ignored when the registry is full).
+pub(crate) fn register(e: Entry) {
+    with_registry(|es| {
+        if let Some(slot) = es.iter_mut().find(|s| s.is_none()) {
+            *slot = Some(e);
+        }
+    });
+}
+
+/// Forgets a pool (called from its `Drop`; waits for a `pool_stats` reading it).
+pub(crate) fn unregister(core: usize, uid: u64) {
+    with_registry(|es| {
+        for s in es.iter_mut() {
+            if matches!(s, Some(e) if e.core == core && e.uid == uid) {
+                *s = None;
+            }
+        }
+    });
+}
+
+/// The statistics of the global allocator's `Pool`, if the global allocator is a
+/// [`Pool`](crate::Pool) (directly, or wrapped by heapdelta's `Tracker` or any shim that hands out
+/// pointers inside the blocks it gets from the pool).
+///
+/// Rule: every `Pool` registers itself on its first allocation (the address of its internal,
+/// never-moving state) and unregisters when dropped. `pool_stats` allocates one small probe block through
+/// the global allocator and returns the statistics of the registered pool whose arenas hold it.
+/// Pools used as plain values (replays, tests) never own the probe, so they are never mistaken
+/// for the global one. The probe is freed before the counters are read.
+///
+/// Unlike [`Pool::stats`](crate::Pool::stats), this reads the counters without applying pending
+/// cross-thread frees (blocks freed by one thread into another thread's heap count as in use
+/// until that heap's owner next allocates). Never deadlocks; allocates only the probe and the
+/// result, with no lock held.
+///
+/// ```
+/// // Here the global allocator is `System`, so there is no global pool.
+/// assert_eq!(heapdelta::pool_stats(), None);
+/// ```
+pub fn pool_stats() -> Option<PoolStats> {
+    let probe = Box::new(0u64);
+    let addr = &*probe as *const u64 as usize;
+    let found = with_registry(|es| {
+        es.iter().flatten().copied().find(|e| {
+            // SAFETY: registered cores are alive while registered (a pool unregisters in `Drop`,
+            // which waits for the lock we hold, before freeing its core).
+            let core = unsafe { &*(e.core as *const Core) };
+            core.map.contains(&core.geo, addr)
+        })
+    })?;
+    drop(probe);
+    let raw = with_registry(|es| {
+        es.iter()
+            .flatten()
+            .any(|e| e.core == found.core && e.uid == found.uid)
+            // SAFETY: as above: still registered, so still alive.
+            .then(|| unsafe { &*(found.core as *const Core) }.counters())
+    })?;
+    Some(raw.into_stats())
+}

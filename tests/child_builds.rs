@@ -1,0 +1,129 @@
+//! Builds `tests/fixtures/alloc_kinds` in configurations a test binary cannot have itself, runs
+//! it, and checks what it reports: without frame pointers (the unwinder fallback) and with the
+//! legacy symbol mangling, and without debug info.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Workload figures (the fixture's `workload.rs`).
+#[path = "fixtures/alloc_kinds/src/workload.rs"]
+#[allow(dead_code)]
+mod workload;
+
+struct Run {
+    stdout: String,
+    stderr: String,
+}
+
+fn build_and_run(name: &str, rustflags: &str, debug: &str) -> Run {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(root)
+        .args(["build", "--release", "--quiet", "-p", "alloc_kinds"])
+        .env("CARGO_TARGET_DIR", &target)
+        .env("RUSTFLAGS", rustflags)
+        .env("CARGO_PROFILE_RELEASE_DEBUG", debug)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the fixture ({name}) failed");
+    let out = Command::new(target.join("release/alloc_kinds"))
+        .output()
+        .expect("fixture runs");
+    assert!(
+        out.status.success(),
+        "fixture ({name}) failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `(kind, blocks, name)` lines of the fixture's output.
+fn rows<'a>(run: &'a Run, kind: &str) -> Vec<(i64, &'a str)> {
+    run.stdout
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, '\t');
+            (parts.next()? == kind).then_some(())?;
+            Some((parts.next()?.parse().ok()?, parts.next()?))
+        })
+        .collect()
+}
+
+fn blocks(run: &Run, type_name: &str) -> i64 {
+    rows(run, "type")
+        .iter()
+        .filter(|(_, n)| *n == type_name)
+        .map(|(b, _)| b)
+        .sum()
+}
+
+const ALL_BLOCKS: i64 =
+    (workload::VECS + workload::FORMATTED + workload::ENTRIES + workload::BOXES + 1) as i64;
+
+#[test]
+fn without_frame_pointers_and_with_legacy_mangling_sites_and_types_are_still_right() {
+    let run = build_and_run(
+        "no-frame-pointers",
+        "-C force-frame-pointers=no",
+        "line-tables-only",
+    );
+    assert!(
+        run.stderr.contains("force-frame-pointers"),
+        "the user is told how to enable frame pointers: {}",
+        run.stderr
+    );
+    let sites = rows(&run, "site");
+    assert!(
+        !sites.is_empty() && sites.iter().all(|(_, f)| f.ends_with("allocate")),
+        "{sites:?}"
+    );
+    assert_eq!(sites.iter().map(|(b, _)| b).sum::<i64>(), ALL_BLOCKS);
+    assert_eq!(
+        blocks(&run, "Vec<f32>"),
+        workload::VECS as i64,
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        blocks(&run, "String"),
+        (workload::FORMATTED + workload::ENTRIES) as i64,
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        blocks(&run, "Box<[u64; 4]>"),
+        workload::BOXES as i64,
+        "{}",
+        run.stdout
+    );
+    assert_eq!(blocks(&run, "(unknown)"), 0, "{}", run.stdout);
+}
+
+#[test]
+fn without_debug_info_types_are_unknown_rather_than_wrong() {
+    let run = build_and_run("no-debug-info", "-C force-frame-pointers=yes", "false");
+    let expected = [
+        ("Vec<f32>", workload::VECS as i64),
+        ("String", (workload::FORMATTED + workload::ENTRIES) as i64),
+        ("Box<[u64; 4]>", workload::BOXES as i64),
+        ("HashMap<String, u32>", 1),
+    ];
+    let types = rows(&run, "type");
+    for (count, name) in &types {
+        if *name != "(unknown)" {
+            let right = expected.iter().any(|(n, c)| n == name && c >= count);
+            assert!(
+                right,
+                "wrong type reported: {name} × {count}\n{}",
+                run.stdout
+            );
+        }
+    }
+    assert!(blocks(&run, "(unknown)") > 0, "{}", run.stdout);
+    assert_eq!(types.iter().map(|(b, _)| b).sum::<i64>(), ALL_BLOCKS);
+}

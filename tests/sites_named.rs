@@ -1,0 +1,83 @@
+//! Call sites are named after the user's function and line, and recursion is one site.
+
+#[global_allocator]
+static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+
+#[inline(never)]
+fn load_images(out: &mut Vec<Vec<u8>>) -> u32 {
+    let line = line!() + 2;
+    for _ in 0..40 {
+        out.push(vec![1u8; 300]);
+    }
+    line
+}
+
+#[inline(never)]
+fn parse_labels(out: &mut Vec<Vec<u8>>) -> u32 {
+    let line = line!() + 2;
+    for _ in 0..25 {
+        out.push(vec![2u8; 500]);
+    }
+    line
+}
+
+#[inline(never)]
+fn walk_tree(depth: u32, out: &mut Vec<Vec<u8>>) -> u32 {
+    if depth == 0 {
+        out.push(vec![3u8; 700]);
+        return line!() - 1;
+    }
+    walk_tree(depth - 1, out)
+}
+
+/// The sites whose innermost frame is `function`, with the lines they report.
+fn sites_of<'a>(delta: &'a heapdelta::Delta, function: &str) -> Vec<&'a heapdelta::SiteDelta> {
+    delta
+        .sites()
+        .iter()
+        .filter(|s| {
+            s.site
+                .frames()
+                .first()
+                .is_some_and(|f| f.function.ends_with(function))
+        })
+        .collect()
+}
+
+#[test]
+fn two_functions_allocating_in_a_loop_are_two_sites_with_their_names_and_lines() {
+    let mut kept = Vec::with_capacity(100);
+    let ((a, b), delta) = heapdelta::measure(|| (load_images(&mut kept), parse_labels(&mut kept)));
+    let images = sites_of(&delta, "load_images");
+    let labels = sites_of(&delta, "parse_labels");
+    assert_eq!(images.len(), 1, "{:?}", delta.sites());
+    assert_eq!(labels.len(), 1, "{:?}", delta.sites());
+    assert_eq!(
+        (images[0].live_blocks, images[0].live_bytes),
+        (40, 40 * 300)
+    );
+    assert_eq!(
+        (labels[0].live_blocks, labels[0].live_bytes),
+        (25, 25 * 500)
+    );
+    assert_eq!(images[0].site.frames()[0].line, Some(a));
+    assert_eq!(labels[0].site.frames()[0].line, Some(b));
+    let file = images[0].site.frames()[0].file.as_deref().unwrap_or("");
+    assert!(file.ends_with("tests/sites_named.rs"), "{file}");
+}
+
+#[test]
+fn an_allocation_reached_through_recursion_is_one_site_whatever_the_depth() {
+    let mut kept = Vec::with_capacity(10);
+    let (line, delta) = heapdelta::measure(|| {
+        let mut line = 0;
+        for depth in 0..6 {
+            line = walk_tree(depth, &mut kept);
+        }
+        line
+    });
+    let sites = sites_of(&delta, "walk_tree");
+    assert_eq!(sites.len(), 1, "{:?}", delta.sites());
+    assert_eq!(sites[0].live_blocks, 6);
+    assert_eq!(sites[0].site.frames()[0].line, Some(line));
+}

@@ -1,0 +1,42 @@
+//! `Tracker<Pool>`: checkpoints show what the pool keeps reserved next to what is live.
+
+use heapdelta::{CallSites, Pool, Tracker};
+
+#[global_allocator]
+static GLOBAL: Tracker<Pool> = Tracker::wrap(Pool::new()).call_sites(CallSites::Off);
+
+#[test]
+fn after_freeing_most_small_blocks_live_falls_but_reserved_stays_and_is_reported() {
+    let mut blocks: Vec<Box<[u8; 48]>> = (0..200_000).map(|_| Box::new([1; 48])).collect();
+    let peak = heapdelta::checkpoint("peak");
+    let reserved_at_peak = peak.pool().expect("a pool is in use").bytes_reserved;
+    // keep every 100th block: the survivors are spread over every arena
+    let mut i = 0;
+    blocks.retain(|_| {
+        i += 1;
+        i % 100 == 0
+    });
+    blocks.shrink_to_fit();
+    let after = heapdelta::checkpoint("after");
+    let pool = after.pool().expect("a pool is in use");
+    let live = after.totals().expect("process totals").live_bytes;
+    assert!(after.live_bytes() < -(150_000 * 48));
+    assert!(
+        pool.bytes_reserved * 10 >= reserved_at_peak * 9,
+        "reserved {} vs {reserved_at_peak} at the peak",
+        pool.bytes_reserved
+    );
+    assert!(
+        pool.bytes_reserved > 20 * live,
+        "reserved {} for {live} live",
+        pool.bytes_reserved
+    );
+    let text = after.to_string();
+    assert!(
+        text.lines().next().unwrap_or("").contains("| reserved "),
+        "{text}"
+    );
+    assert!(text.contains("free in used pools"), "{text}");
+    assert!(text.contains("class  64 B"), "{text}");
+    drop(blocks);
+}
