@@ -202,7 +202,7 @@ fn read(path: &Path) -> Result<Contents, Failure> {
 /// One snapshot: the file's, or a timeline's last checkpoint.
 fn read_snapshot(path: &Path) -> Result<Snapshot, Failure> {
     match read(path)? {
-        Contents::Snapshot(s) => Ok(s),
+        Contents::Snapshot(s) => Ok(*s),
         Contents::Timeline(t) => t
             .checkpoints()
             .last()

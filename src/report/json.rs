@@ -52,7 +52,7 @@ struct TimelineBody {
 /// The contents of a heapdelta JSON file of either kind.
 #[derive(Debug)]
 pub(crate) enum Contents {
-    Snapshot(Snapshot),
+    Snapshot(Box<Snapshot>),
     Timeline(Timeline),
 }
 
@@ -106,7 +106,7 @@ pub(crate) fn read_contents(r: impl Read) -> Result<Contents, Error> {
     match obj.get("kind").and_then(Value::as_str) {
         Some(SNAPSHOT) => {
             let body: SnapshotBody = serde_json::from_value(value).map_err(format_error)?;
-            Ok(Contents::Snapshot(body.snapshot))
+            Ok(Contents::Snapshot(Box::new(body.snapshot)))
         }
         Some(TIMELINE) => {
             let body: TimelineBody = serde_json::from_value(value).map_err(format_error)?;
@@ -179,7 +179,7 @@ impl Snapshot {
     /// ```
     pub fn read_json_from(r: impl Read) -> Result<Snapshot, Error> {
         match read_contents(r)? {
-            Contents::Snapshot(s) => Ok(s),
+            Contents::Snapshot(s) => Ok(*s),
             Contents::Timeline(_) => Err(Error::Format(
                 "this is a timeline file, not a snapshot".to_string(),
             )),
@@ -251,5 +251,27 @@ impl Timeline {
                 "this is a snapshot file, not a timeline".to_string(),
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::PoolStats;
+
+    #[test]
+    fn pool_statistics_round_trip_and_reach_the_delta() {
+        let mut s = Snapshot::zero();
+        s.pool = Some(PoolStats {
+            bytes_reserved: 1 << 20,
+            bytes_in_use: 4096,
+            ..PoolStats::default()
+        });
+        let mut out = Vec::new();
+        s.write_json_to(&mut out).unwrap();
+        let back = Snapshot::read_json_from(&out[..]).unwrap();
+        assert_eq!(back, s);
+        let d = back.since(&Snapshot::zero());
+        assert_eq!(d.pool().map(|p| p.bytes_reserved), Some(1 << 20));
     }
 }
