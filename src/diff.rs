@@ -8,9 +8,10 @@ use crate::callsite::{self, Site, SiteId};
 use crate::checkpoint;
 use crate::error::Error;
 use crate::pool::PoolStats;
+use crate::report::units_to_blocks;
 use crate::scope;
 use crate::snapshot::{SiteCount, Snapshot, Totals};
-use crate::stats::{Counts, UNIT};
+use crate::stats::Counts;
 use crate::thread;
 
 /// Growth at one call site between two snapshots.
@@ -117,6 +118,8 @@ pub struct Delta {
     sites: OnceLock<Vec<SiteDelta>>,
     types: OnceLock<Vec<TypeDelta>>,
     pub(crate) pool: Option<PoolStats>,
+    /// Seconds between the two snapshots.
+    pub(crate) seconds: f64,
 }
 
 fn diff(after: &Counts, before: &Counts) -> Counts {
@@ -130,13 +133,9 @@ fn diff(after: &Counts, before: &Counts) -> Counts {
 
 fn live_change(c: &Counts) -> (i64, i64) {
     (
-        c.alloc_bytes as i64 - c.free_bytes as i64,
-        c.alloc_blocks as i64 - c.free_blocks as i64,
+        (c.alloc_bytes as i64).wrapping_sub(c.free_bytes as i64),
+        (c.alloc_blocks as i64).wrapping_sub(c.free_blocks as i64),
     )
-}
-
-fn units_to_blocks(units: u64) -> u64 {
-    (units + UNIT / 2) / UNIT
 }
 
 impl Delta {
@@ -153,7 +152,8 @@ impl Delta {
             b.young_free.0.saturating_sub(a.young_free.0),
             b.young_free.1.saturating_sub(a.young_free.1),
         );
-        let one_epoch = a.run == b.run && b.epoch == a.epoch + u32::from(a.checkpoint);
+        let one_epoch =
+            a.run == b.run && a.epoch.checked_add(u32::from(a.checkpoint)) == Some(b.epoch);
         let survivors = one_epoch.then(|| Survivors {
             blocks: window.alloc_blocks.saturating_sub(young.0),
             bytes: window.alloc_bytes.saturating_sub(young.1),
@@ -214,6 +214,7 @@ impl Delta {
             sites: OnceLock::new(),
             types: OnceLock::new(),
             pool: b.pool.clone(),
+            seconds: (b.seconds - a.seconds).max(0.0),
         }
     }
 
@@ -295,9 +296,9 @@ impl Delta {
                         live_blocks: 0,
                         allocs: 0,
                     });
-                    t.live_bytes += s.live_bytes;
-                    t.live_blocks += s.live_blocks;
-                    t.allocs += s.allocs;
+                    t.live_bytes = t.live_bytes.saturating_add(s.live_bytes);
+                    t.live_blocks = t.live_blocks.saturating_add(s.live_blocks);
+                    t.allocs = t.allocs.saturating_add(s.allocs);
                 }
                 let mut v: Vec<TypeDelta> = by.into_values().collect();
                 v.sort_by(|x, y| {
@@ -383,7 +384,7 @@ fn resolve_sites(raw: &[(SiteKey, Counts)]) -> Vec<SiteDelta> {
             let frees = units_to_blocks(c.free_blocks);
             SiteDelta {
                 site,
-                live_bytes: c.alloc_bytes as i64 - c.free_bytes as i64,
+                live_bytes: (c.alloc_bytes as i64).wrapping_sub(c.free_bytes as i64),
                 live_blocks: allocs as i64 - frees as i64,
                 allocs,
                 frees,
@@ -513,7 +514,7 @@ impl Timeline {
                         site: site.clone(),
                         steps_grown: grown,
                         steps: n,
-                        live_bytes: end - at(0),
+                        live_bytes: end.saturating_sub(at(0)),
                     })
                 })
                 .collect();
@@ -528,7 +529,7 @@ impl Timeline {
 }
 
 /// Live bytes per resolved site in one snapshot.
-fn live_by_site(s: &Snapshot) -> HashMap<Site, i64> {
+pub(crate) fn live_by_site(s: &Snapshot) -> HashMap<Site, i64> {
     let mut m: HashMap<Site, i64> = HashMap::new();
     let here = s.run == checkpoint::run_id();
     for c in &s.sites {
@@ -537,7 +538,8 @@ fn live_by_site(s: &Snapshot) -> HashMap<Site, i64> {
             (None, true) => callsite::resolve(c.id),
             (None, false) => Site::unknown(),
         };
-        *m.entry(site).or_default() += c.counts.live_bytes() as i64;
+        let live = m.entry(site).or_default();
+        *live = live.saturating_add(c.counts.live_bytes() as i64);
     }
     m
 }

@@ -39,6 +39,7 @@
 
 mod callsite;
 mod checkpoint;
+mod config;
 mod diff;
 mod error;
 mod header;
@@ -53,6 +54,9 @@ mod tracker;
 
 #[doc(hidden)]
 pub use callsite::internals as __internals;
+#[cfg(feature = "cli")]
+pub use report::cli;
+
 pub use callsite::{Frame, Site};
 pub use checkpoint::{checkpoint, measure, snapshot, timeline};
 pub use diff::{ClassDelta, Delta, Growth, SiteDelta, Survivors, TagDelta, Timeline, TypeDelta};

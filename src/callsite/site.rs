@@ -82,6 +82,13 @@ impl Site {
         }
     }
 
+    /// A site made of `frames` (innermost first) allocating `type_name`, for tests and tools
+    /// that build sites by hand.
+    #[doc(hidden)]
+    pub fn from_frames(frames: Vec<Frame>, type_name: Option<String>) -> Site {
+        Site { frames, type_name }
+    }
+
     /// A site whose frames are not known (`Display`: `(unknown)`).
     pub(crate) fn unknown() -> Site {
         Site::new(Vec::new())

@@ -1,0 +1,210 @@
+//! Run-time configuration from the `HEAPDELTA` environment variable, e.g.
+//! `HEAPDELTA=sites=sampled:524288,depth=16,report=heapdelta.json,every=10`.
+//!
+//! | key | values | meaning |
+//! | --- | --- | --- |
+//! | `sites` | `exact`, `off`, `sampled:BYTES` | call-site mode ([`CallSites`]) |
+//! | `depth` | 1 to 64 | frames kept per call site |
+//! | `report` | a path | at exit, write the timeline and a final snapshot there (JSON) |
+//! | `every` | seconds, e.g. `10` or `0.5` | take a checkpoint automatically at that interval |
+//!
+//! A malformed entry is reported as one line naming its key, and that setting keeps its default;
+//! the other entries still apply.
+
+// The tracker reads `HEAPDELTA` at start-up (under its reentrancy guard) and calls these; until
+// that wiring lands they are only reached from the tests.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::tracker::CallSites;
+
+/// The environment variable read.
+pub(crate) const VAR: &str = "HEAPDELTA";
+
+/// Most frames a call site keeps (as `Tracker::depth` clamps).
+const MAX_DEPTH: usize = 64;
+
+/// Settings given in `HEAPDELTA`; `None` leaves the static setting alone.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Config {
+    pub sites: Option<CallSites>,
+    pub depth: Option<usize>,
+    pub report: Option<PathBuf>,
+    pub every: Option<Duration>,
+}
+
+/// Parses a `HEAPDELTA` value: the settings, and one message per bad entry.
+pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
+    let mut config = Config::default();
+    let mut errors = Vec::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((key, val)) = entry.split_once('=') else {
+            errors.push(format!(
+                "{VAR}: {entry:?} is not key=value (keys: sites, depth, report, every)"
+            ));
+            continue;
+        };
+        let (key, val) = (key.trim(), val.trim());
+        let parsed = match key {
+            "sites" => parse_sites(val).map(|m| config.sites = Some(m)),
+            "depth" => parse_depth(val).map(|d| config.depth = Some(d)),
+            "report" if val.is_empty() => Err("expected a file path".to_string()),
+            "report" => {
+                config.report = Some(PathBuf::from(val));
+                Ok(())
+            }
+            "every" => parse_every(val).map(|d| config.every = Some(d)),
+            _ => Err("unknown key (keys: sites, depth, report, every)".to_string()),
+        };
+        if let Err(why) = parsed {
+            errors.push(format!(
+                "{VAR}: bad {key}={val:?}: {why}; keeping the default"
+            ));
+        }
+    }
+    (config, errors)
+}
+
+fn parse_sites(val: &str) -> Result<CallSites, String> {
+    const EXPECTED: &str = "expected exact, off or sampled:BYTES";
+    match val {
+        "exact" => Ok(CallSites::Exact),
+        "off" => Ok(CallSites::Off),
+        _ => {
+            let bytes = val.strip_prefix("sampled:").ok_or(EXPECTED)?;
+            match bytes.parse::<u64>() {
+                Ok(mean_bytes) if mean_bytes > 0 => Ok(CallSites::Sampled { mean_bytes }),
+                _ => Err(format!("{EXPECTED}, with BYTES a whole number above 0")),
+            }
+        }
+    }
+}
+
+fn parse_depth(val: &str) -> Result<usize, String> {
+    match val.parse::<usize>() {
+        Ok(d) if (1..=MAX_DEPTH).contains(&d) => Ok(d),
+        _ => Err(format!("expected a number of frames from 1 to {MAX_DEPTH}")),
+    }
+}
+
+fn parse_every(val: &str) -> Result<Duration, String> {
+    let expected = || "expected a number of seconds above 0, e.g. 10 or 0.5".to_string();
+    let secs: f64 = val.parse().map_err(|_| expected())?;
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(expected());
+    }
+    Duration::try_from_secs_f64(secs).map_err(|_| expected())
+}
+
+/// Writes the at-exit report to `path`: the timeline's checkpoints followed by a final snapshot
+/// labelled `exit`, as one timeline file (`heapdelta show`, `plot` and `diff` read it).
+pub(crate) fn at_exit_report(path: &Path) -> io::Result<()> {
+    let mut checkpoints = crate::timeline().checkpoints;
+    let mut last = crate::snapshot();
+    last.label = Some("exit".to_string());
+    checkpoints.push(last);
+    crate::diff::Timeline::new(checkpoints).write_json(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(value: &str) -> Config {
+        let (config, errors) = parse(value);
+        assert!(errors.is_empty(), "{errors:?}");
+        config
+    }
+
+    fn bad(value: &str) -> (Config, String) {
+        let (config, mut errors) = parse(value);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        (config, errors.remove(0))
+    }
+
+    #[test]
+    fn empty_value_changes_nothing() {
+        assert_eq!(ok(""), Config::default());
+        assert_eq!(ok(" , "), Config::default());
+    }
+
+    #[test]
+    fn the_design_example_parses() {
+        let c = ok("sites=sampled:524288,depth=16,report=heapdelta.json");
+        assert_eq!(
+            c.sites,
+            Some(CallSites::Sampled {
+                mean_bytes: 524_288
+            })
+        );
+        assert_eq!(c.depth, Some(16));
+        assert_eq!(c.report, Some(PathBuf::from("heapdelta.json")));
+        assert_eq!(c.every, None);
+    }
+
+    #[test]
+    fn site_modes_exact_and_off_parse() {
+        assert_eq!(ok("sites=exact").sites, Some(CallSites::Exact));
+        assert_eq!(ok("sites=off").sites, Some(CallSites::Off));
+    }
+
+    #[test]
+    fn every_takes_whole_and_fractional_seconds() {
+        assert_eq!(ok("every=10").every, Some(Duration::from_secs(10)));
+        assert_eq!(ok("every=0.5").every, Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn spaces_around_entries_are_ignored() {
+        assert_eq!(ok(" depth = 8 , sites=off ").depth, Some(8));
+    }
+
+    #[test]
+    fn a_bad_depth_names_its_key_and_keeps_the_other_settings() {
+        let (c, msg) = bad("depth=lots,sites=off");
+        assert!(msg.contains("depth"), "{msg}");
+        assert!(msg.contains("lots"), "{msg}");
+        assert_eq!(c.depth, None);
+        assert_eq!(c.sites, Some(CallSites::Off));
+    }
+
+    #[test]
+    fn out_of_range_values_are_rejected() {
+        assert_eq!(bad("depth=0").0.depth, None);
+        assert_eq!(bad("depth=65").0.depth, None);
+        assert_eq!(bad("sites=sampled:0").0.sites, None);
+        assert_eq!(bad("every=0").0.every, None);
+        assert_eq!(bad("every=-1").0.every, None);
+        assert_eq!(bad("every=NaN").0.every, None);
+        assert_eq!(bad("every=1e300").0.every, None);
+    }
+
+    #[test]
+    fn unknown_keys_and_missing_equals_are_reported() {
+        assert!(bad("colour=red").1.contains("unknown key"));
+        assert!(bad("verbose").1.contains("key=value"));
+        assert!(bad("sites=sometimes").1.contains("sampled:BYTES"));
+        assert!(bad("report=").1.contains("path"));
+    }
+
+    #[test]
+    fn the_exit_report_is_a_timeline_ending_in_an_exit_snapshot() {
+        crate::checkpoint("before exit");
+        let path = std::env::temp_dir().join(format!("heapdelta-exit-{}.json", std::process::id()));
+        at_exit_report(&path).unwrap();
+        let t = crate::Timeline::read_json(&path).unwrap();
+        let labels: Vec<_> = t.checkpoints().iter().map(|c| c.label()).collect();
+        assert!(labels.contains(&Some("before exit")), "{labels:?}");
+        assert_eq!(labels.last(), Some(&Some("exit")));
+    }
+
+    #[test]
+    fn every_message_is_one_line() {
+        let (_, errors) = parse("depth=x,sites=y,every=z,report=,what=ever,nokey");
+        assert_eq!(errors.len(), 6);
+        assert!(errors.iter().all(|e| !e.contains('\n')));
+    }
+}

@@ -1,0 +1,382 @@
+//! The `heapdelta` command (feature `cli`): reads the JSON files heapdelta writes and prints
+//! them, compares them, or converts them to the other formats.
+//!
+//! ```text
+//! heapdelta show FILE
+//! heapdelta diff OLD NEW [--by site|class|tag|type] [--top N]
+//! heapdelta flamegraph FILE -o out.svg [--from LABEL --to LABEL] [--folded]
+//! heapdelta plot TIMELINE -o out.svg
+//! heapdelta export --format pprof|dhat FILE -o OUT [--from LABEL --to LABEL]
+//! ```
+//!
+//! A FILE is a snapshot or a timeline (`Snapshot::write_json`, `Timeline::write_json`, or the
+//! `report=` file of `HEAPDELTA`). Where one snapshot is needed, a timeline stands for its last
+//! checkpoint; `--from`/`--to` pick the growth between two of its checkpoints instead. Errors are
+//! one line on stderr and exit code 1 (2 for a usage error).
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::diff::Delta;
+use crate::report::json::{read_contents, Contents};
+use crate::report::snapshot_sites;
+use crate::report::text::{bytes, signed, signed_bytes, thousands};
+use crate::snapshot::Snapshot;
+
+#[derive(Parser)]
+#[command(
+    name = "heapdelta",
+    version,
+    about = "Read, compare and convert heapdelta's snapshot and timeline files."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a snapshot (totals and the sites holding the most bytes) or a timeline (one line
+    /// per checkpoint and the sites that grew at every step).
+    Show {
+        /// A snapshot or timeline JSON file.
+        file: PathBuf,
+        /// How many sites to list.
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+    },
+    /// Print the growth from OLD to NEW, largest first.
+    Diff {
+        /// The earlier snapshot (a timeline: its last checkpoint).
+        old: PathBuf,
+        /// The later snapshot (a timeline: its last checkpoint).
+        new: PathBuf,
+        /// Group the growth by call site, size class, scope tag or allocated type.
+        #[arg(long, value_enum, default_value_t = By::Site)]
+        by: By,
+        /// How many rows to list.
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+    },
+    /// Draw live bytes (or the growth between two checkpoints) per call site as a flamegraph.
+    Flamegraph {
+        /// A snapshot or timeline JSON file.
+        file: PathBuf,
+        /// The SVG to write (the folded stacks, with --folded).
+        #[arg(short, long)]
+        output: PathBuf,
+        #[command(flatten)]
+        window: Window,
+        /// Write folded stacks (`outer;inner bytes`) instead of an SVG.
+        #[arg(long)]
+        folded: bool,
+    },
+    /// Plot live, peak and reserved bytes and the top growing sites per checkpoint.
+    Plot {
+        /// A timeline JSON file.
+        file: PathBuf,
+        /// The SVG to write.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Convert a snapshot (or the growth between two checkpoints) to pprof or DHAT's format.
+    Export {
+        /// The format to write.
+        #[arg(long, value_enum)]
+        format: Format,
+        /// A snapshot or timeline JSON file.
+        file: PathBuf,
+        /// The file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        #[command(flatten)]
+        window: Window,
+    },
+}
+
+/// Two checkpoints of a timeline file.
+#[derive(Args)]
+struct Window {
+    /// The checkpoint the growth starts at (with --to; needs a timeline file).
+    #[arg(long, requires = "to", value_name = "LABEL")]
+    from: Option<String>,
+    /// The checkpoint the growth ends at (with --from).
+    #[arg(long, requires = "from", value_name = "LABEL")]
+    to: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum By {
+    Site,
+    Class,
+    Tag,
+    Type,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// gzipped profile.proto, for go tool pprof, Pyroscope, Parca.
+    Pprof,
+    /// DHAT's JSON, for Valgrind's dh_view.html.
+    Dhat,
+}
+
+/// A failure: the one line printed.
+struct Failure(String);
+
+type Outcome = Result<(), Failure>;
+
+fn fail(path: &Path, e: impl std::fmt::Display) -> Failure {
+    Failure(format!("{}: {e}", path.display()))
+}
+
+/// Runs the command line `args` (the program name first), printing to stdout and stderr.
+///
+/// ```no_run
+/// // The whole of the `heapdelta` binary:
+/// fn main() -> std::process::ExitCode {
+///     heapdelta::cli::run(std::env::args_os())
+/// }
+/// ```
+pub fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // clap's message up to its usage section, on one line.
+            let rendered = e.to_string();
+            let message: Vec<&str> = rendered
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.is_empty())
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            eprintln!("heapdelta: {message} (see heapdelta --help)");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = match cli.command {
+        Command::Show { file, top } => show(&file, top),
+        Command::Diff { old, new, by, top } => diff(&old, &new, by, top),
+        Command::Flamegraph {
+            file,
+            output,
+            window,
+            folded,
+        } => flamegraph(&file, &output, &window, folded),
+        Command::Plot { file, output } => plot(&file, &output),
+        Command::Export {
+            format,
+            file,
+            output,
+            window,
+        } => export(format, &file, &output, &window),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) => {
+            eprintln!("heapdelta: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<Contents, Failure> {
+    let file = std::fs::File::open(path).map_err(|e| fail(path, e))?;
+    read_contents(std::io::BufReader::new(file)).map_err(|e| fail(path, e))
+}
+
+/// One snapshot: the file's, or a timeline's last checkpoint.
+fn read_snapshot(path: &Path) -> Result<Snapshot, Failure> {
+    match read(path)? {
+        Contents::Snapshot(s) => Ok(*s),
+        Contents::Timeline(t) => t
+            .checkpoints()
+            .last()
+            .cloned()
+            .ok_or_else(|| fail(path, "the timeline has no checkpoints")),
+    }
+}
+
+/// What a flamegraph or an export shows: live bytes of one snapshot, or growth.
+enum Selection {
+    Live(Snapshot),
+    Growth(Delta),
+}
+
+fn select(path: &Path, window: &Window) -> Result<Selection, Failure> {
+    let (Some(from), Some(to)) = (&window.from, &window.to) else {
+        return read_snapshot(path).map(Selection::Live);
+    };
+    match read(path)? {
+        Contents::Timeline(t) => t
+            .between(from, to)
+            .map(Selection::Growth)
+            .map_err(|e| fail(path, e)),
+        Contents::Snapshot(_) => Err(fail(
+            path,
+            "--from/--to pick checkpoints of a timeline, and this is a snapshot file",
+        )),
+    }
+}
+
+fn show(path: &Path, top: usize) -> Outcome {
+    match read(path)? {
+        Contents::Timeline(t) => print!("{t}"),
+        Contents::Snapshot(s) => print!("{}", describe(&s, top)),
+    }
+    Ok(())
+}
+
+/// The `show` text of a snapshot.
+fn describe(s: &Snapshot, top: usize) -> String {
+    let t = s.totals();
+    let mut out = format!(
+        "| {} | live {} | blocks {} | peak {} | allocated {} in {} blocks |",
+        s.label().unwrap_or("snapshot"),
+        bytes(t.live_bytes),
+        thousands(t.live_blocks),
+        bytes(t.peak_bytes),
+        bytes(t.total_bytes),
+        thousands(t.total_blocks)
+    );
+    if let Some(p) = s.pool() {
+        let _ = write!(out, " reserved {} |", bytes(p.bytes_reserved));
+    }
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "{:>12} {:>10} {:>10}  site",
+        "live bytes", "blocks", "allocs"
+    );
+    for f in snapshot_sites(s)
+        .iter()
+        .filter(|f| f.live_bytes > 0)
+        .take(top)
+    {
+        let _ = writeln!(
+            out,
+            "{:>12} {:>10} {:>10}  {}  [{}]",
+            bytes(f.live_bytes as u64),
+            thousands(f.live_blocks.max(0) as u64),
+            thousands(f.alloc_blocks),
+            f.site,
+            f.site.type_name()
+        );
+    }
+    out
+}
+
+fn diff(old: &Path, new: &Path, by: By, top: usize) -> Outcome {
+    let before = read_snapshot(old)?;
+    let after = read_snapshot(new)?;
+    print!("{}", growth_table(&after.since(&before), by, top));
+    Ok(())
+}
+
+/// The `diff` text: the summary line, then one row per group, largest growth first.
+fn growth_table(d: &Delta, by: By, top: usize) -> String {
+    let (third, name) = match by {
+        By::Site => ("allocs", "site"),
+        By::Class => ("allocs", "size class"),
+        By::Tag => ("allocated", "tag"),
+        By::Type => ("allocs", "type"),
+    };
+    let rows: Vec<(i64, i64, String, String)> = match by {
+        By::Site => d
+            .sites()
+            .iter()
+            .map(|s| {
+                let name = format!("{}  [{}]", s.site, s.site.type_name());
+                (s.live_bytes, s.live_blocks, thousands(s.allocs), name)
+            })
+            .collect(),
+        By::Class => d
+            .size_classes()
+            .iter()
+            .map(|c| {
+                let name = format!("{} B", thousands(c.size as u64));
+                (c.live_bytes, c.live_blocks, thousands(c.allocs), name)
+            })
+            .collect(),
+        By::Tag => d
+            .tags()
+            .iter()
+            .map(|t| {
+                let name = if t.tag.is_empty() { "(no tag)" } else { t.tag };
+                let third = bytes(t.allocated_bytes);
+                (t.live_bytes, t.live_blocks, third, name.to_string())
+            })
+            .collect(),
+        By::Type => d
+            .types()
+            .iter()
+            .map(|t| {
+                let third = thousands(t.allocs);
+                (t.live_bytes, t.live_blocks, third, t.type_name.clone())
+            })
+            .collect(),
+    };
+    let mut out = format!("{}\n", d.summary());
+    let _ = writeln!(
+        out,
+        "{:>12} {:>10} {:>10}  {name}",
+        "live bytes", "blocks", third
+    );
+    for (live_bytes, live_blocks, third, name) in rows.into_iter().take(top) {
+        let _ = writeln!(
+            out,
+            "{:>12} {:>10} {:>10}  {name}",
+            signed_bytes(live_bytes),
+            signed(live_blocks),
+            third
+        );
+    }
+    out
+}
+
+fn flamegraph(path: &Path, output: &Path, window: &Window, folded: bool) -> Outcome {
+    let written = match (select(path, window)?, folded) {
+        (Selection::Live(s), true) => std::fs::write(output, s.folded()),
+        (Selection::Growth(d), true) => std::fs::write(output, d.folded()),
+        (Selection::Live(s), false) => s.write_flamegraph(output),
+        (Selection::Growth(d), false) => d.write_flamegraph(output),
+    };
+    written.map_err(|e| fail(output, e))
+}
+
+fn plot(path: &Path, output: &Path) -> Outcome {
+    let timeline = match read(path)? {
+        Contents::Timeline(t) => t,
+        Contents::Snapshot(_) => {
+            return Err(fail(
+                path,
+                "plot needs a timeline file, and this is a snapshot",
+            ))
+        }
+    };
+    timeline.write_plot(output).map_err(|e| fail(output, e))
+}
+
+fn export(format: Format, path: &Path, output: &Path, window: &Window) -> Outcome {
+    let written = match (select(path, window)?, format) {
+        (Selection::Live(s), Format::Pprof) => s.write_pprof(output),
+        (Selection::Live(s), Format::Dhat) => s.write_dhat(output),
+        (Selection::Growth(d), Format::Pprof) => d.write_pprof(output),
+        (Selection::Growth(d), Format::Dhat) => d.write_dhat(output),
+    };
+    written.map_err(|e| fail(output, e))
+}

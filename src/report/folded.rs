@@ -1,0 +1,136 @@
+//! Folded stacks (`outer;middle;inner 1234`, one line per call site, the value in bytes), the
+//! input of flamegraph tools, and (feature `flamegraph`) a flamegraph SVG drawn by `inferno`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+#[cfg(feature = "flamegraph")]
+use std::io;
+#[cfg(feature = "flamegraph")]
+use std::path::Path;
+
+use crate::diff::Delta;
+use crate::report::{delta_sites, snapshot_sites, SiteFigures, UNKNOWN_SITE};
+use crate::snapshot::Snapshot;
+
+/// A frame name as a folded-stack element: `;` separates frames and a line ends a stack, so
+/// neither may appear inside one.
+fn element(name: &str) -> String {
+    name.replace(';', ",").replace(['\n', '\r'], " ")
+}
+
+/// One line per stack with positive live bytes, outermost frame first, largest first. Sites
+/// whose stacks read alike (the same functions at other lines) are added up, as flamegraph tools
+/// expect each stack once.
+fn fold(sites: &[SiteFigures]) -> String {
+    let mut stacks: BTreeMap<String, i64> = BTreeMap::new();
+    for s in sites.iter().filter(|s| s.live_bytes > 0) {
+        let frames = s.site.frames();
+        let stack = if frames.is_empty() {
+            UNKNOWN_SITE.to_string()
+        } else {
+            let names: Vec<String> = frames.iter().rev().map(|f| element(&f.function)).collect();
+            names.join(";")
+        };
+        let total = stacks.entry(stack).or_default();
+        *total = total.saturating_add(s.live_bytes);
+    }
+    let mut lines: Vec<(String, i64)> = stacks.into_iter().collect();
+    lines.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+    let mut out = String::new();
+    for (stack, bytes) in lines {
+        let _ = writeln!(out, "{stack} {bytes}");
+    }
+    out
+}
+
+impl Snapshot {
+    /// Live bytes per call site as folded stacks, for `flamegraph.pl`, `inferno-flamegraph`,
+    /// speedscope and the like.
+    ///
+    /// ```
+    /// let folded = heapdelta::snapshot().folded();
+    /// for line in folded.lines() {
+    ///     let (_stack, bytes) = line.rsplit_once(' ').unwrap();
+    ///     assert!(bytes.parse::<u64>().unwrap() > 0);
+    /// }
+    /// ```
+    pub fn folded(&self) -> String {
+        fold(&snapshot_sites(self))
+    }
+
+    /// Draws the live bytes per call site as a flamegraph SVG (feature `flamegraph`).
+    ///
+    /// ```
+    /// # #[cfg(feature = "flamegraph")] {
+    /// let keep = vec![0u8; 4096];
+    /// let path = std::env::temp_dir().join("heapdelta-doc-live.svg");
+    /// match heapdelta::snapshot().write_flamegraph(&path) {
+    ///     Ok(()) => assert!(std::fs::read_to_string(&path).unwrap().contains("<svg")),
+    ///     // Without the tracker installed nothing is live: nothing to draw.
+    ///     Err(e) => assert!(!heapdelta::is_installed(), "{e}"),
+    /// }
+    /// # drop(keep);
+    /// # }
+    /// ```
+    #[cfg(feature = "flamegraph")]
+    pub fn write_flamegraph(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        let title = match self.label() {
+            Some(label) => format!("Live heap bytes at {label:?}"),
+            None => "Live heap bytes".to_string(),
+        };
+        flamegraph(&self.folded(), &title, path.as_ref())
+    }
+}
+
+impl Delta {
+    /// The growth of live bytes per call site as folded stacks (sites that shrank or stayed
+    /// level are left out).
+    ///
+    /// ```
+    /// let (v, growth) = heapdelta::measure(|| vec![0u8; 1000]);
+    /// if heapdelta::is_installed() {
+    ///     assert!(growth.folded().ends_with(" 1000\n"));
+    /// }
+    /// # drop(v);
+    /// ```
+    pub fn folded(&self) -> String {
+        fold(&delta_sites(self))
+    }
+
+    /// Draws the growth of live bytes per call site as a flamegraph SVG (feature `flamegraph`).
+    /// A window in which nothing grew has nothing to draw: that is an error.
+    ///
+    /// ```
+    /// # #[cfg(feature = "flamegraph")] {
+    /// let (kept, growth) = heapdelta::measure(|| vec![0u8; 4096]);
+    /// let path = std::env::temp_dir().join("heapdelta-doc-growth.svg");
+    /// let drawn = growth.write_flamegraph(&path);
+    /// assert_eq!(drawn.is_ok(), heapdelta::is_installed());
+    /// # drop(kept);
+    /// # }
+    /// ```
+    #[cfg(feature = "flamegraph")]
+    pub fn write_flamegraph(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        let title = format!("Heap growth {}", self.window_name());
+        flamegraph(&self.folded(), &title, path.as_ref())
+    }
+}
+
+#[cfg(feature = "flamegraph")]
+fn flamegraph(folded: &str, title: &str, path: &Path) -> io::Result<()> {
+    if folded.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "nothing to draw: no call site has live bytes (or growth)",
+        ));
+    }
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_string();
+    options.count_name = "bytes".to_string();
+    options.name_type = "Site:".to_string();
+    options.colors =
+        inferno::flamegraph::color::Palette::Basic(inferno::flamegraph::color::BasicPalette::Mem);
+    crate::report::write_file(path, |w| {
+        inferno::flamegraph::from_lines(&mut options, folded.lines(), w)
+    })
+}

@@ -1,0 +1,277 @@
+//! heapdelta's own JSON files: a snapshot or a timeline in a versioned envelope.
+//!
+//! ```text
+//! {"heapdelta_format": 1, "kind": "snapshot", "snapshot": {...}}
+//! {"heapdelta_format": 1, "kind": "timeline", "checkpoints": [{...}, ...]}
+//! ```
+//!
+//! Sites are written with their resolved frames, so a file read back by another process diffs
+//! by call site, not by the writing process's interned ids.
+
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::diff::Timeline;
+use crate::error::Error;
+use crate::report::write_file;
+use crate::snapshot::Snapshot;
+
+/// The newest file format version this build writes and reads.
+pub(crate) const FORMAT_VERSION: u64 = 1;
+
+const SNAPSHOT: &str = "snapshot";
+const TIMELINE: &str = "timeline";
+
+#[derive(Serialize)]
+struct SnapshotFile<'a> {
+    heapdelta_format: u64,
+    kind: &'static str,
+    snapshot: &'a Snapshot,
+}
+
+#[derive(Serialize)]
+struct TimelineFile<'a> {
+    heapdelta_format: u64,
+    kind: &'static str,
+    checkpoints: &'a [Snapshot],
+}
+
+#[derive(Deserialize)]
+struct SnapshotBody {
+    snapshot: Snapshot,
+}
+
+#[derive(Deserialize)]
+struct TimelineBody {
+    checkpoints: Vec<Snapshot>,
+}
+
+/// The contents of a heapdelta JSON file of either kind.
+#[derive(Debug)]
+pub(crate) enum Contents {
+    Snapshot(Box<Snapshot>),
+    Timeline(Timeline),
+}
+
+fn to_io(e: serde_json::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+fn format_error(e: serde_json::Error) -> Error {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Eof => "the file is truncated",
+        Category::Syntax => "malformed JSON",
+        Category::Data => "unexpected content",
+        Category::Io => return Error::Format(format!("read failed: {e}")),
+    };
+    Error::Format(format!("{what} ({e})"))
+}
+
+/// Reads any heapdelta JSON file: checks the envelope first, so a file from a newer heapdelta is
+/// reported as such even when its contents changed shape.
+pub(crate) fn read_contents(r: impl Read) -> Result<Contents, Error> {
+    let value: Value = serde_json::from_reader(r).map_err(format_error)?;
+    let Some(obj) = value.as_object() else {
+        return Err(Error::Format(
+            "expected a JSON object with a \"heapdelta_format\" field".to_string(),
+        ));
+    };
+    let version = match obj.get("heapdelta_format") {
+        None => {
+            return Err(Error::Format(
+                "no \"heapdelta_format\" field: not a heapdelta JSON file".to_string(),
+            ))
+        }
+        Some(v) => v.as_u64().ok_or_else(|| {
+            Error::Format(format!(
+                "\"heapdelta_format\" must be a whole number, found {v}"
+            ))
+        })?,
+    };
+    if version > FORMAT_VERSION {
+        return Err(Error::Version {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    if version == 0 {
+        return Err(Error::Format(
+            "\"heapdelta_format\" 0 does not exist".to_string(),
+        ));
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        Some(SNAPSHOT) => {
+            let body: SnapshotBody = serde_json::from_value(value).map_err(format_error)?;
+            Ok(Contents::Snapshot(Box::new(body.snapshot)))
+        }
+        Some(TIMELINE) => {
+            let body: TimelineBody = serde_json::from_value(value).map_err(format_error)?;
+            Ok(Contents::Timeline(Timeline::new(body.checkpoints)))
+        }
+        Some(other) => Err(Error::Format(format!(
+            "unknown kind {other:?} (expected \"snapshot\" or \"timeline\")"
+        ))),
+        None => Err(Error::Format(
+            "no \"kind\" field (expected \"snapshot\" or \"timeline\")".to_string(),
+        )),
+    }
+}
+
+impl Snapshot {
+    /// Writes the snapshot as heapdelta JSON to `path`, call sites resolved to their frames.
+    /// [`read_json`](Snapshot::read_json) reads it back, in this process or another.
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join("heapdelta-doc-snapshot.json");
+    /// heapdelta::snapshot().write_json(&path)?;
+    /// let back = heapdelta::Snapshot::read_json(&path)?;
+    /// assert_eq!(back.label(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_json(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        write_file(path.as_ref(), |w| self.write_json_to(w))
+    }
+
+    /// Writes the snapshot as heapdelta JSON to `w` (see [`write_json`](Snapshot::write_json)).
+    ///
+    /// ```
+    /// let mut out = Vec::new();
+    /// heapdelta::snapshot().write_json_to(&mut out)?;
+    /// assert!(out.starts_with(b"{\"heapdelta_format\":1"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_json_to(&self, w: impl Write) -> io::Result<()> {
+        let mut resolved = self.clone();
+        resolved.resolve_sites();
+        serde_json::to_writer(
+            w,
+            &SnapshotFile {
+                heapdelta_format: FORMAT_VERSION,
+                kind: SNAPSHOT,
+                snapshot: &resolved,
+            },
+        )
+        .map_err(to_io)
+    }
+
+    /// Reads a snapshot written by [`write_json`](Snapshot::write_json). A missing, truncated or
+    /// malformed file, a timeline file, or one from a newer heapdelta is an [`Error`], never a
+    /// panic.
+    ///
+    /// ```
+    /// let err = heapdelta::Snapshot::read_json("no/such/file.json").unwrap_err();
+    /// assert!(matches!(err, heapdelta::Error::Io(_)));
+    /// ```
+    pub fn read_json(path: impl AsRef<Path>) -> Result<Snapshot, Error> {
+        let file = std::fs::File::open(path.as_ref())?;
+        Snapshot::read_json_from(io::BufReader::new(file))
+    }
+
+    /// Reads a snapshot from heapdelta JSON in `r` (see [`read_json`](Snapshot::read_json)).
+    ///
+    /// ```
+    /// let err = heapdelta::Snapshot::read_json_from(&b"{\"heapdelta_format\": 9}"[..]).unwrap_err();
+    /// assert!(matches!(err, heapdelta::Error::Version { found: 9, .. }));
+    /// ```
+    pub fn read_json_from(r: impl Read) -> Result<Snapshot, Error> {
+        match read_contents(r)? {
+            Contents::Snapshot(s) => Ok(*s),
+            Contents::Timeline(_) => Err(Error::Format(
+                "this is a timeline file, not a snapshot".to_string(),
+            )),
+        }
+    }
+}
+
+impl Timeline {
+    /// Writes every checkpoint as heapdelta JSON to `path`, call sites resolved to their frames.
+    ///
+    /// ```
+    /// heapdelta::checkpoint("loaded");
+    /// let path = std::env::temp_dir().join("heapdelta-doc-timeline.json");
+    /// heapdelta::timeline().write_json(&path)?;
+    /// let back = heapdelta::Timeline::read_json(&path)?;
+    /// assert!(back.find("loaded").is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_json(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        write_file(path.as_ref(), |w| self.write_json_to(w))
+    }
+
+    /// Writes the timeline as heapdelta JSON to `w` (see [`write_json`](Timeline::write_json)).
+    ///
+    /// ```
+    /// let mut out = Vec::new();
+    /// heapdelta::timeline().write_json_to(&mut out)?;
+    /// assert!(String::from_utf8_lossy(&out).contains("\"kind\":\"timeline\""));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_json_to(&self, w: impl Write) -> io::Result<()> {
+        let mut resolved = self.checkpoints.clone();
+        for s in &mut resolved {
+            s.resolve_sites();
+        }
+        serde_json::to_writer(
+            w,
+            &TimelineFile {
+                heapdelta_format: FORMAT_VERSION,
+                kind: TIMELINE,
+                checkpoints: &resolved,
+            },
+        )
+        .map_err(to_io)
+    }
+
+    /// Reads a timeline written by [`write_json`](Timeline::write_json); errors as for
+    /// [`Snapshot::read_json`].
+    ///
+    /// ```
+    /// let err = heapdelta::Timeline::read_json("no/such/file.json").unwrap_err();
+    /// assert!(err.to_string().contains("No such file"));
+    /// ```
+    pub fn read_json(path: impl AsRef<Path>) -> Result<Timeline, Error> {
+        let file = std::fs::File::open(path.as_ref())?;
+        Timeline::read_json_from(io::BufReader::new(file))
+    }
+
+    /// Reads a timeline from heapdelta JSON in `r` (see [`read_json`](Timeline::read_json)).
+    ///
+    /// ```
+    /// let err = heapdelta::Timeline::read_json_from(&b"{\"heapdelta_format\": 1, \"kind\": \"timeline\""[..]);
+    /// assert!(err.unwrap_err().to_string().contains("truncated"));
+    /// ```
+    pub fn read_json_from(r: impl Read) -> Result<Timeline, Error> {
+        match read_contents(r)? {
+            Contents::Timeline(t) => Ok(t),
+            Contents::Snapshot(_) => Err(Error::Format(
+                "this is a snapshot file, not a timeline".to_string(),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::PoolStats;
+
+    #[test]
+    fn pool_statistics_round_trip_and_reach_the_delta() {
+        let mut s = Snapshot::zero();
+        s.pool = Some(PoolStats {
+            bytes_reserved: 1 << 20,
+            bytes_in_use: 4096,
+            ..PoolStats::default()
+        });
+        let mut out = Vec::new();
+        s.write_json_to(&mut out).unwrap();
+        let back = Snapshot::read_json_from(&out[..]).unwrap();
+        assert_eq!(back, s);
+        let d = back.since(&Snapshot::zero());
+        assert_eq!(d.pool().map(|p| p.bytes_reserved), Some(1 << 20));
+    }
+}

@@ -1,0 +1,194 @@
+//! The timeline plot (feature `plot`): live, peak and (under a `Pool`) reserved bytes per
+//! checkpoint, and the live bytes of the sites that grew most, one line each.
+
+use std::io;
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::callsite::Site;
+use crate::diff::{live_by_site, Timeline};
+use crate::report::text::bytes;
+
+/// Sites drawn as their own lines.
+const TOP_SITES: usize = 5;
+/// Longest site name in the legend.
+const NAME_CHARS: usize = 60;
+
+const SITE_COLOURS: [RGBColor; TOP_SITES] = [
+    RGBColor(230, 120, 0),
+    RGBColor(0, 150, 70),
+    RGBColor(150, 60, 180),
+    RGBColor(0, 150, 170),
+    RGBColor(170, 110, 60),
+];
+
+struct Series {
+    name: String,
+    colour: RGBColor,
+    points: Vec<u64>,
+}
+
+/// The series to draw: totals first, then the top growing sites.
+fn series(t: &Timeline) -> Vec<Series> {
+    let cps = t.checkpoints();
+    let mut out = vec![
+        Series {
+            name: "live".to_string(),
+            colour: RGBColor(200, 30, 30),
+            points: cps.iter().map(|c| c.totals().live_bytes).collect(),
+        },
+        Series {
+            name: "peak".to_string(),
+            colour: RGBColor(30, 60, 200),
+            points: cps.iter().map(|c| c.totals().peak_bytes).collect(),
+        },
+    ];
+    if cps.iter().any(|c| c.pool().is_some()) {
+        out.push(Series {
+            name: "reserved (pool)".to_string(),
+            colour: RGBColor(90, 90, 90),
+            points: cps
+                .iter()
+                .map(|c| c.pool().map_or(0, |p| p.bytes_reserved))
+                .collect(),
+        });
+    }
+    let per_step: Vec<_> = cps.iter().map(live_by_site).collect();
+    let (Some(first), Some(last)) = (per_step.first(), per_step.last()) else {
+        return out;
+    };
+    let mut growing: Vec<(&Site, i64)> = last
+        .iter()
+        .map(|(site, &end)| {
+            let start = first.get(site).copied().unwrap_or(0);
+            (site, end.saturating_sub(start))
+        })
+        .filter(|(_, growth)| *growth > 0)
+        .collect();
+    growing.sort_by(|x, y| {
+        y.1.cmp(&x.1)
+            .then_with(|| x.0.to_string().cmp(&y.0.to_string()))
+    });
+    for ((site, _), colour) in growing.into_iter().zip(SITE_COLOURS) {
+        let mut name = match site.type_name() {
+            "(unknown)" => site.to_string(),
+            type_name => format!("{site} [{type_name}]"),
+        };
+        if name.chars().count() > NAME_CHARS {
+            name = name.chars().take(NAME_CHARS - 1).collect::<String>() + "\u{2026}";
+        }
+        out.push(Series {
+            name,
+            colour,
+            points: per_step
+                .iter()
+                .map(|m| m.get(site).copied().unwrap_or(0).max(0) as u64)
+                .collect(),
+        });
+    }
+    out
+}
+
+fn plot_error(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("drawing the plot failed: {e}"))
+}
+
+impl Timeline {
+    /// Draws the timeline as an SVG line plot (feature `plot`): live, peak and (under a
+    /// [`Pool`](crate::Pool)) reserved bytes at each checkpoint, and the live bytes of the five
+    /// sites that grew most from the first checkpoint to the last. A timeline without
+    /// checkpoints has nothing to draw: that is an error.
+    ///
+    /// ```
+    /// for step in 1..=3 {
+    ///     heapdelta::checkpoint(format!("step {step}"));
+    /// }
+    /// let path = std::env::temp_dir().join("heapdelta-doc-timeline.svg");
+    /// heapdelta::timeline().write_plot(&path)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_plot(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        let cps = self.checkpoints();
+        if cps.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "nothing to plot: the timeline has no checkpoints",
+            ));
+        }
+        let labels: Vec<String> = cps
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                c.label()
+                    .map_or_else(|| format!("#{}", i + 1), str::to_string)
+            })
+            .collect();
+        let series = series(self);
+        let top = series
+            .iter()
+            .flat_map(|s| s.points.iter().copied())
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64;
+        let last_x = (cps.len() - 1).max(1) as f64;
+
+        let root = SVGBackend::new(path.as_ref(), (1000, 600)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Heap per checkpoint", ("sans-serif", 22))
+            .margin(16)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0f64..last_x, 0f64..top * 1.08)
+            .map_err(plot_error)?;
+        let x_label = |x: &f64| {
+            let i = x.round();
+            if (x - i).abs() > 1e-6 || i < 0.0 {
+                return String::new();
+            }
+            labels.get(i as usize).cloned().unwrap_or_default()
+        };
+        let y_label = |y: &f64| bytes(*y as u64);
+        chart
+            .configure_mesh()
+            .x_labels(cps.len().clamp(2, 12))
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
+            .x_desc("checkpoint")
+            .y_desc("bytes")
+            .draw()
+            .map_err(plot_error)?;
+        for s in &series {
+            let points: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (i as f64, v as f64))
+                .collect();
+            let colour = s.colour;
+            chart
+                .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
+                .map_err(plot_error)?
+                .label(s.name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
+            chart
+                .draw_series(
+                    points
+                        .into_iter()
+                        .map(|p| Circle::new(p, 3, colour.filled())),
+                )
+                .map_err(plot_error)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_error)?;
+        root.present().map_err(plot_error)
+    }
+}

@@ -1,0 +1,339 @@
+//! The `heapdelta` command on the demo files: each subcommand does its job, and a bad file or
+//! bad arguments give one line on stderr and a non-zero exit code.
+#![cfg(feature = "cli")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn heapdelta<I, S>(args: I) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = Command::new(env!("CARGO_BIN_EXE_heapdelta"))
+        .args(args)
+        .output()
+        .expect("the heapdelta binary runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Writes the demo files into a fresh directory: `step1.json` and `step4.json` (snapshots) and
+/// `timeline.json`.
+fn demo(test: &str) -> PathBuf {
+    let dir = common::temp_dir(test);
+    std::fs::write(dir.join("step1.json"), common::snapshot_file_at(1)).unwrap();
+    std::fs::write(dir.join("step4.json"), common::snapshot_file()).unwrap();
+    std::fs::write(dir.join("timeline.json"), common::timeline_file()).unwrap();
+    dir
+}
+
+fn arg(p: &Path) -> &str {
+    p.to_str().expect("temporary paths are UTF-8")
+}
+
+fn assert_one_line_failure(run: &Run, code: i32, needle: &str) {
+    assert_eq!(run.code, code, "stderr: {}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{:?}", run.stderr);
+    assert!(run.stderr.starts_with("heapdelta: "), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(needle),
+        "{:?} lacks {needle:?}",
+        run.stderr
+    );
+}
+
+#[test]
+fn show_prints_a_snapshots_totals_and_top_sites() {
+    let dir = demo("show_snapshot");
+    let run = heapdelta(["show", arg(&dir.join("step4.json"))]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let first = run.stdout.lines().next().unwrap();
+    assert!(
+        first.starts_with("| step 4 | live 132.5 KiB | blocks 113 |"),
+        "{first}"
+    );
+    let top_site = run.stdout.lines().nth(2).unwrap();
+    assert!(top_site.contains("128.0 KiB"), "{top_site}");
+    assert!(
+        top_site.contains("service::cache::Cache::insert"),
+        "{top_site}"
+    );
+}
+
+#[test]
+fn show_prints_a_timeline_line_per_checkpoint_and_the_growing_sites() {
+    let dir = demo("show_timeline");
+    let run = heapdelta(["show", arg(&dir.join("timeline.json"))]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("growing at every step (last 4 steps):"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("+128.0 KiB over 4 steps"),
+        "{}",
+        run.stdout
+    );
+    for step in ["| start |", "| step 1 |", "| step 4 |"] {
+        assert!(
+            run.stdout.contains(step),
+            "{step} missing in {}",
+            run.stdout
+        );
+    }
+}
+
+#[test]
+fn diff_by_site_lists_the_largest_growth_first() {
+    let dir = demo("diff_site");
+    let run = heapdelta([
+        "diff",
+        arg(&dir.join("step1.json")),
+        arg(&dir.join("step4.json")),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(lines[0].starts_with("| step 4 |"), "{}", lines[0]);
+    assert!(lines[1].ends_with("site"), "{}", lines[1]);
+    assert!(
+        lines[2].contains("+96.0 KiB") && lines[2].contains("Cache::insert"),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[3].contains("+1.9 KiB") && lines[3].contains("Log::push"),
+        "{}",
+        lines[3]
+    );
+}
+
+#[test]
+fn diff_groups_by_class_tag_and_type() {
+    let dir = demo("diff_by");
+    let (old, new) = (dir.join("step1.json"), dir.join("step4.json"));
+    for (by, first_row) in [("class", "4,096 B"), ("tag", "cache"), ("type", "Vec<u8>")] {
+        let run = heapdelta(["diff", arg(&old), arg(&new), "--by", by]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let row = run.stdout.lines().nth(2).unwrap_or_default();
+        assert!(
+            row.contains("+96.0 KiB") && row.ends_with(first_row),
+            "--by {by}: {row}"
+        );
+    }
+}
+
+#[test]
+fn diff_top_limits_the_rows() {
+    let dir = demo("diff_top");
+    let run = heapdelta([
+        "diff",
+        arg(&dir.join("step1.json")),
+        arg(&dir.join("step4.json")),
+        "--top",
+        "1",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
+}
+
+#[test]
+fn flamegraph_draws_live_bytes_of_a_snapshot() {
+    let dir = demo("flamegraph_live");
+    let out = dir.join("live.svg");
+    let run = heapdelta(["flamegraph", arg(&dir.join("step4.json")), "-o", arg(&out)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("service::cache::Cache::insert"));
+}
+
+#[test]
+fn flamegraph_draws_the_growth_between_two_checkpoints() {
+    let dir = demo("flamegraph_growth");
+    let out = dir.join("growth.svg");
+    let timeline = dir.join("timeline.json");
+    let run = heapdelta([
+        "flamegraph",
+        arg(&timeline),
+        "-o",
+        arg(&out),
+        "--from",
+        "step 1",
+        "--to",
+        "step 4",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(svg.contains("Heap growth"), "the title names the window");
+    assert!(
+        !svg.contains("config::load"),
+        "the configuration did not grow"
+    );
+}
+
+#[test]
+fn flamegraph_folded_writes_stacks_outermost_first() {
+    let dir = demo("flamegraph_folded");
+    let out = dir.join("live.folded");
+    let run = heapdelta([
+        "flamegraph",
+        arg(&dir.join("step4.json")),
+        "-o",
+        arg(&out),
+        "--folded",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let folded = std::fs::read_to_string(&out).unwrap();
+    assert!(folded
+        .contains("service::main;service::handle_request;service::cache::Cache::insert 131072\n"));
+}
+
+#[test]
+fn plot_draws_a_timeline() {
+    let dir = demo("plot");
+    let out = dir.join("timeline.svg");
+    let run = heapdelta(["plot", arg(&dir.join("timeline.json")), "-o", arg(&out)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let svg = std::fs::read_to_string(&out).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("step 4") && svg.contains("peak"));
+}
+
+#[test]
+fn export_writes_pprof_and_dhat() {
+    let dir = demo("export");
+    let (pprof, dhat) = (dir.join("out.pb.gz"), dir.join("out.dhat.json"));
+    let input = dir.join("step4.json");
+    let run = heapdelta([
+        "export",
+        "--format",
+        "pprof",
+        arg(&input),
+        "-o",
+        arg(&pprof),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(&std::fs::read(&pprof).unwrap()[..2], &[0x1f, 0x8b], "gzip");
+    let run = heapdelta(["export", "--format", "dhat", arg(&input), "-o", arg(&dhat)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(std::fs::read_to_string(&dhat)
+        .unwrap()
+        .contains("\"dhatFileVersion\":2"));
+}
+
+#[test]
+fn export_of_a_window_writes_its_growth() {
+    let dir = demo("export_window");
+    let dhat = dir.join("growth.dhat.json");
+    let timeline = dir.join("timeline.json");
+    let run = heapdelta([
+        "export",
+        "--format",
+        "dhat",
+        arg(&timeline),
+        "-o",
+        arg(&dhat),
+        "--from",
+        "step 3",
+        "--to",
+        "step 4",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(std::fs::read_to_string(&dhat)
+        .unwrap()
+        .contains("heapdelta growth"));
+}
+
+#[test]
+fn a_truncated_file_fails_with_one_line_naming_it() {
+    let dir = demo("bad_truncated");
+    let bad = dir.join("cut.json");
+    std::fs::write(&bad, &common::snapshot_file()[..100]).unwrap();
+    for sub in [
+        vec!["show", arg(&bad)],
+        vec!["diff", arg(&bad), arg(&bad)],
+        vec!["flamegraph", arg(&bad), "-o", "x.svg"],
+        vec!["plot", arg(&bad), "-o", "x.svg"],
+        vec!["export", "--format", "pprof", arg(&bad), "-o", "x.pb.gz"],
+    ] {
+        let run = heapdelta(&sub);
+        assert_one_line_failure(&run, 1, "truncated");
+        assert!(run.stderr.contains("cut.json"), "{sub:?}: {}", run.stderr);
+    }
+}
+
+#[test]
+fn a_missing_file_fails_with_one_line() {
+    let run = heapdelta(["show", "no/such/heapdelta.json"]);
+    assert_one_line_failure(&run, 1, "no/such/heapdelta.json");
+}
+
+#[test]
+fn a_newer_file_asks_for_an_upgrade() {
+    let dir = demo("bad_version");
+    let newer = dir.join("newer.json");
+    std::fs::write(&newer, r#"{"heapdelta_format": 5, "kind": "snapshot"}"#).unwrap();
+    assert_one_line_failure(&heapdelta(["show", arg(&newer)]), 1, "upgrade heapdelta");
+}
+
+#[test]
+fn plot_of_a_snapshot_file_says_it_needs_a_timeline() {
+    let dir = demo("bad_plot");
+    let run = heapdelta([
+        "plot",
+        arg(&dir.join("step4.json")),
+        "-o",
+        arg(&dir.join("x.svg")),
+    ]);
+    assert_one_line_failure(&run, 1, "needs a timeline");
+}
+
+#[test]
+fn an_unknown_checkpoint_label_lists_the_known_ones() {
+    let dir = demo("bad_label");
+    let timeline = dir.join("timeline.json");
+    let out = dir.join("x.svg");
+    let run = heapdelta([
+        "flamegraph",
+        arg(&timeline),
+        "-o",
+        arg(&out),
+        "--from",
+        "step 1",
+        "--to",
+        "step 9",
+    ]);
+    assert_one_line_failure(&run, 1, "known labels: start, step 1");
+}
+
+#[test]
+fn bad_arguments_are_a_usage_error() {
+    assert_one_line_failure(&heapdelta(["frobnicate"]), 2, "frobnicate");
+    assert_one_line_failure(&heapdelta(["diff", "only-one.json"]), 2, "<NEW>");
+    assert_one_line_failure(
+        &heapdelta(["export", "--format", "svg", "a.json", "-o", "b"]),
+        2,
+        "svg",
+    );
+}
+
+#[test]
+fn help_succeeds_and_lists_the_subcommands() {
+    let run = heapdelta(["--help"]);
+    assert_eq!(run.code, 0);
+    for sub in ["show", "diff", "flamegraph", "plot", "export"] {
+        assert!(run.stdout.contains(sub), "{sub} missing in {}", run.stdout);
+    }
+}

@@ -1,0 +1,225 @@
+//! heapdelta's JSON files: what is written reads back equal, and every kind of bad file is a
+//! clear `Error`, never a panic.
+
+mod common;
+
+use heapdelta::{Error, Snapshot, Timeline};
+
+fn demo_snapshot() -> Snapshot {
+    Snapshot::read_json_from(common::snapshot_file().as_bytes()).expect("the demo snapshot reads")
+}
+
+fn demo_timeline() -> Timeline {
+    Timeline::read_json_from(common::timeline_file().as_bytes()).expect("the demo timeline reads")
+}
+
+fn format_error(text: &str) -> String {
+    match Snapshot::read_json_from(text.as_bytes()) {
+        Err(Error::Format(msg)) => msg,
+        other => panic!("expected a format error for {text:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn snapshot_round_trips_equal() {
+    let s = demo_snapshot();
+    let mut out = Vec::new();
+    s.write_json_to(&mut out).unwrap();
+    assert_eq!(Snapshot::read_json_from(&out[..]).unwrap(), s);
+}
+
+#[test]
+fn snapshot_round_trips_through_a_file() {
+    let path = common::temp_dir("snapshot_file").join("s.json");
+    let s = demo_snapshot();
+    s.write_json(&path).unwrap();
+    assert_eq!(Snapshot::read_json(&path).unwrap(), s);
+}
+
+#[test]
+fn timeline_round_trips_equal() {
+    let t = demo_timeline();
+    let mut out = Vec::new();
+    t.write_json_to(&mut out).unwrap();
+    assert_eq!(Timeline::read_json_from(&out[..]).unwrap(), t);
+}
+
+#[test]
+fn a_read_snapshot_keeps_label_totals_and_sites_with_frames() {
+    let s = demo_snapshot();
+    assert_eq!(s.label(), Some("step 4"));
+    assert_eq!(s.totals().live_bytes, common::LAST_LIVE_BYTES);
+    assert_eq!(s.totals().live_blocks, common::LAST_LIVE_BLOCKS);
+    let growth = s.since(&Snapshot::read_json_from(common::snapshot_file().as_bytes()).unwrap());
+    assert_eq!(growth.live_bytes(), 0);
+    let t = demo_timeline();
+    let d = t.between("start", "step 4").unwrap();
+    let cache = &d.sites()[0];
+    assert_eq!(
+        cache.site.frames()[0].function,
+        "service::cache::Cache::insert"
+    );
+    assert_eq!(cache.site.frames()[0].line, Some(42));
+    assert_eq!(cache.site.type_name(), "Vec<u8>");
+}
+
+#[test]
+fn a_delta_between_read_checkpoints_has_sites_classes_tags_and_types() {
+    let d = demo_timeline().between("step 1", "step 4").unwrap();
+    assert_eq!(d.live_bytes(), 3 * (8 * 4096 + 20 * 32));
+    assert_eq!(d.sites()[0].live_bytes, 3 * 8 * 4096);
+    assert_eq!(d.sites()[0].live_blocks, 3 * 8);
+    assert_eq!(d.sites()[1].live_bytes, 3 * 20 * 32);
+    assert_eq!(d.size_classes()[0].size, 4096);
+    assert_eq!(d.tags()[0].tag, "cache");
+    assert_eq!(d.types()[0].type_name, "Vec<u8>");
+    assert_eq!(d.label(), Some("step 4"));
+}
+
+#[test]
+fn an_empty_file_is_truncated() {
+    assert!(format_error("").contains("truncated"));
+}
+
+#[test]
+fn a_cut_off_file_is_truncated() {
+    let full = common::snapshot_file();
+    let msg = format_error(&full[..full.len() / 2]);
+    assert!(msg.contains("truncated"), "{msg}");
+}
+
+#[test]
+fn a_file_that_is_not_json_is_malformed() {
+    assert!(format_error("heap: 12 MiB").contains("malformed JSON"));
+}
+
+#[test]
+fn json_without_the_version_field_is_not_a_heapdelta_file() {
+    assert!(format_error(r#"{"label": "x"}"#).contains("heapdelta_format"));
+    assert!(format_error("[1, 2]").contains("heapdelta_format"));
+}
+
+#[test]
+fn a_newer_format_version_is_a_version_error() {
+    let newer =
+        common::snapshot_file().replace(r#""heapdelta_format":1"#, r#""heapdelta_format":2"#);
+    match Snapshot::read_json_from(newer.as_bytes()) {
+        Err(
+            e @ Error::Version {
+                found: 2,
+                supported: 1,
+            },
+        ) => {
+            assert!(e.to_string().contains("upgrade heapdelta"))
+        }
+        other => panic!("expected a version error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_newer_version_is_reported_even_when_the_contents_changed_shape() {
+    let r = Snapshot::read_json_from(&br#"{"heapdelta_format": 7, "kind": "heap", "blob": 1}"#[..]);
+    assert!(matches!(r, Err(Error::Version { found: 7, .. })));
+}
+
+#[test]
+fn a_version_that_is_not_a_number_is_malformed() {
+    assert!(
+        format_error(r#"{"heapdelta_format": "1", "kind": "snapshot"}"#).contains("whole number")
+    );
+}
+
+#[test]
+fn a_field_of_the_wrong_type_names_the_problem() {
+    let wrong = common::snapshot_file().replace(r#""epoch":4"#, r#""epoch":"four""#);
+    let msg = format_error(&wrong);
+    assert!(msg.contains("unexpected content"), "{msg}");
+}
+
+#[test]
+fn a_negative_count_is_rejected() {
+    let wrong = common::snapshot_file().replace(r#""live_bytes":135680"#, r#""live_bytes":-1"#);
+    assert_ne!(wrong, common::snapshot_file(), "the replacement must hit");
+    assert!(format_error(&wrong).contains("unexpected content"));
+}
+
+#[test]
+fn a_missing_field_is_rejected() {
+    let wrong = common::snapshot_file().replace(r#""totals":"#, r#""totalz":"#);
+    assert!(format_error(&wrong).contains("totals"));
+}
+
+#[test]
+fn a_timeline_file_is_not_read_as_a_snapshot() {
+    let msg = format_error(&common::timeline_file());
+    assert!(msg.contains("timeline"), "{msg}");
+}
+
+#[test]
+fn a_snapshot_file_is_not_read_as_a_timeline() {
+    let r = Timeline::read_json_from(common::snapshot_file().as_bytes());
+    assert!(matches!(r, Err(Error::Format(msg)) if msg.contains("snapshot")));
+}
+
+#[test]
+fn an_unknown_kind_is_rejected() {
+    let msg = format_error(r#"{"heapdelta_format": 1, "kind": "histogram"}"#);
+    assert!(msg.contains("histogram"), "{msg}");
+}
+
+#[test]
+fn a_missing_file_is_an_io_error() {
+    let r = Snapshot::read_json(common::temp_dir("missing").join("nothing.json"));
+    assert!(matches!(r, Err(Error::Io(_))));
+}
+
+#[test]
+fn extreme_counts_in_a_file_do_not_panic_when_diffed() {
+    let max = u64::MAX.to_string();
+    let wild = common::timeline_file()
+        .replace(
+            r#""alloc_bytes":131072"#,
+            &format!(r#""alloc_bytes":{max}"#),
+        )
+        .replace(r#""epoch":3"#, r#""epoch":4294967295"#);
+    let t = Timeline::read_json_from(wild.as_bytes()).unwrap();
+    for step in t.steps() {
+        let _ = step.to_string();
+        let _ = step.types().len();
+    }
+    let _ = t.growing();
+    let _ = t.to_string();
+}
+
+#[test]
+fn every_committed_fixture_reads() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reports");
+    let snapshot = Snapshot::read_json(dir.join("snapshot.json")).unwrap();
+    let timeline = Timeline::read_json(dir.join("timeline.json")).unwrap();
+    assert_eq!(
+        timeline.checkpoints().last().map(|c| c.label()),
+        Some(snapshot.label())
+    );
+}
+
+/// The demo files committed for the README's pictures are the ones the tests use
+/// (`HEAPDELTA_BLESS=1 cargo test --test report_json` rewrites them).
+#[test]
+fn committed_demo_files_match_the_generator() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/reports");
+    for (name, text) in [
+        ("demo_snapshot.json", common::snapshot_file()),
+        ("demo_step1.json", common::snapshot_file_at(1)),
+        ("demo_timeline.json", common::timeline_file()),
+    ] {
+        let path = dir.join(name);
+        if std::env::var_os("HEAPDELTA_BLESS").is_some() {
+            std::fs::write(&path, &text).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == text,
+            "{name} is stale: rerun with HEAPDELTA_BLESS=1"
+        );
+    }
+}

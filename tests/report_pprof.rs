@@ -1,0 +1,247 @@
+//! pprof profiles: decoded with `prost` from a reading of pprof's `profile.proto` made here (only
+//! the fields checked), they give back the snapshot's and the delta's figures; `go tool pprof`
+//! reads them where Go is installed.
+#![cfg(feature = "pprof")]
+
+mod common;
+
+use std::io::Read;
+
+use heapdelta::{Snapshot, Timeline};
+use prost::Message;
+
+#[derive(Clone, PartialEq, Message)]
+struct Profile {
+    #[prost(message, repeated, tag = "1")]
+    sample_type: Vec<ValueType>,
+    #[prost(message, repeated, tag = "2")]
+    sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "4")]
+    location: Vec<Location>,
+    #[prost(message, repeated, tag = "5")]
+    function: Vec<Function>,
+    #[prost(string, repeated, tag = "6")]
+    string_table: Vec<String>,
+    #[prost(message, optional, tag = "11")]
+    period_type: Option<ValueType>,
+    #[prost(int64, tag = "14")]
+    default_sample_type: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ValueType {
+    #[prost(int64, tag = "1")]
+    r#type: i64,
+    #[prost(int64, tag = "2")]
+    unit: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Sample {
+    #[prost(uint64, repeated, tag = "1")]
+    location_id: Vec<u64>,
+    #[prost(int64, repeated, tag = "2")]
+    value: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Location {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(message, repeated, tag = "4")]
+    line: Vec<Line>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Line {
+    #[prost(uint64, tag = "1")]
+    function_id: u64,
+    #[prost(int64, tag = "2")]
+    line: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Function {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(int64, tag = "2")]
+    name: i64,
+    #[prost(int64, tag = "4")]
+    filename: i64,
+}
+
+fn decode(gzipped: &[u8]) -> Profile {
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(gzipped)
+        .read_to_end(&mut raw)
+        .expect("the profile is gzipped");
+    Profile::decode(&raw[..]).expect("the profile decodes")
+}
+
+impl Profile {
+    fn str(&self, i: i64) -> &str {
+        &self.string_table[i as usize]
+    }
+
+    /// The sum of one sample type's values over all samples.
+    fn total(&self, sample_type: &str) -> i64 {
+        let i = self
+            .sample_type
+            .iter()
+            .position(|t| self.str(t.r#type) == sample_type)
+            .unwrap_or_else(|| panic!("no sample type {sample_type}"));
+        self.sample.iter().map(|s| s.value[i]).sum()
+    }
+
+    /// A sample's frames, innermost first, as `function (file:line)`.
+    fn frames(&self, sample: &Sample) -> Vec<String> {
+        sample
+            .location_id
+            .iter()
+            .map(|id| {
+                let loc = self
+                    .location
+                    .iter()
+                    .find(|l| l.id == *id)
+                    .expect("location");
+                let line = &loc.line[0];
+                let f = self
+                    .function
+                    .iter()
+                    .find(|f| f.id == line.function_id)
+                    .expect("function");
+                format!(
+                    "{} ({}:{})",
+                    self.str(f.name),
+                    self.str(f.filename),
+                    line.line
+                )
+            })
+            .collect()
+    }
+}
+
+fn demo_snapshot() -> Snapshot {
+    Snapshot::read_json_from(common::snapshot_file().as_bytes()).unwrap()
+}
+
+fn snapshot_profile() -> Profile {
+    let mut out = Vec::new();
+    demo_snapshot().write_pprof_to(&mut out).unwrap();
+    decode(&out)
+}
+
+#[test]
+fn sample_types_are_alloc_and_inuse_objects_and_space() {
+    let p = snapshot_profile();
+    let types: Vec<(&str, &str)> = p
+        .sample_type
+        .iter()
+        .map(|t| (p.str(t.r#type), p.str(t.unit)))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("alloc_objects", "count"),
+            ("alloc_space", "bytes"),
+            ("inuse_objects", "count"),
+            ("inuse_space", "bytes")
+        ]
+    );
+    let period = p.period_type.clone().expect("a period type");
+    assert_eq!(
+        (p.str(period.r#type), p.str(period.unit)),
+        ("space", "bytes")
+    );
+    assert_eq!(p.str(p.default_sample_type), "inuse_space");
+    assert_eq!(p.string_table[0], "");
+}
+
+#[test]
+fn a_snapshot_profile_decodes_to_the_snapshot_totals() {
+    let s = demo_snapshot();
+    let p = snapshot_profile();
+    assert_eq!(p.total("inuse_space"), s.totals().live_bytes as i64);
+    assert_eq!(p.total("inuse_objects"), s.totals().live_blocks as i64);
+    assert_eq!(p.total("alloc_space"), s.totals().total_bytes as i64);
+    assert_eq!(p.total("alloc_objects"), s.totals().total_blocks as i64);
+}
+
+#[test]
+fn functions_and_lines_come_from_the_resolved_frames_innermost_first() {
+    let p = snapshot_profile();
+    let stacks: Vec<Vec<String>> = p.sample.iter().map(|s| p.frames(s)).collect();
+    assert!(
+        stacks.contains(&vec![
+            "service::cache::Cache::insert (src/cache.rs:42)".to_string(),
+            "service::handle_request (src/main.rs:88)".to_string(),
+            "service::main (src/main.rs:20)".to_string(),
+        ]),
+        "{stacks:?}"
+    );
+}
+
+#[test]
+fn shared_frames_are_one_location_and_one_function() {
+    let p = snapshot_profile();
+    let main = p
+        .function
+        .iter()
+        .filter(|f| p.str(f.name) == "service::main")
+        .count();
+    assert_eq!(
+        main, 1,
+        "service::main is called at two lines: still one function"
+    );
+    let main_lines = p
+        .location
+        .iter()
+        .filter(|l| {
+            l.line[0].function_id
+                == p.function
+                    .iter()
+                    .find(|f| p.str(f.name) == "service::main")
+                    .unwrap()
+                    .id
+        })
+        .count();
+    assert_eq!(main_lines, 2, "one location per line");
+    let ids: std::collections::HashSet<u64> = p.location.iter().map(|l| l.id).collect();
+    assert_eq!(ids.len(), p.location.len());
+}
+
+#[test]
+fn a_delta_profile_gives_the_growth_and_the_window_allocations() {
+    let t = Timeline::read_json_from(common::timeline_file().as_bytes()).unwrap();
+    let d = t.between("step 1", "step 4").unwrap();
+    let mut out = Vec::new();
+    d.write_pprof_to(&mut out).unwrap();
+    let p = decode(&out);
+    assert_eq!(p.total("inuse_space"), d.live_bytes());
+    assert_eq!(p.total("inuse_objects"), d.live_blocks());
+    assert_eq!(p.total("alloc_space"), d.allocated_bytes() as i64);
+    assert_eq!(p.total("alloc_objects"), d.allocated_blocks() as i64);
+}
+
+#[test]
+fn go_tool_pprof_reads_the_profile() {
+    let go = std::process::Command::new("go").arg("version").output();
+    if !go.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: Go is not installed, so `go tool pprof` cannot be tried");
+        return;
+    }
+    let path = common::temp_dir("go_pprof").join("demo.pb.gz");
+    demo_snapshot().write_pprof(&path).unwrap();
+    let out = std::process::Command::new("go")
+        .args(["tool", "pprof", "-top", "-sample_index=inuse_space"])
+        .arg(&path)
+        .output()
+        .expect("go tool pprof runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("service::cache::Cache::insert"), "{text}");
+}
