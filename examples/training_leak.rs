@@ -151,6 +151,29 @@ fn main() -> ExitCode {
         }
         Err(e) => println!("{e}"),
     }
-    std::hint::black_box((&history, &model_weights));
+    let graphs: Vec<&str> = history
+        .iter()
+        .filter_map(|k| match k {
+            Kept::Graph(g) => Some(g.name.as_str()),
+            Kept::Loss(_) => None,
+        })
+        .collect();
+    let losses: f32 = history
+        .iter()
+        .map(|k| match k {
+            Kept::Graph(g) => g
+                .hidden
+                .as_ref()
+                .map_or(0.0, |h| h.iter().sum::<f32>() / HIDDEN as f32),
+            Kept::Loss(l) => *l,
+        })
+        .sum();
+    println!(
+        "\nhistory: {} kept graphs ({}), mean loss {:.4}, model {} weights",
+        graphs.len(),
+        graphs.last().copied().unwrap_or("none"),
+        losses / history.len().max(1) as f32,
+        model_weights.len()
+    );
     ExitCode::SUCCESS
 }

@@ -11,13 +11,17 @@
 //! A malformed entry is reported as one line naming its key, and that setting keeps its default;
 //! the other entries still apply.
 
-// The tracker reads `HEAPDELTA` at start-up (under its reentrancy guard) and calls these; until
-// that wiring lands they are only reached from the tests.
-#![cfg_attr(not(test), allow(dead_code))]
+//!
+//! The variable is read once, when the tracker records its first event (with the reentrancy guard
+//! set, through `libc::getenv`, which takes no Rust lock).
 
+use std::ffi::CStr;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
+
+use once_cell::sync::OnceCell;
 
 use crate::tracker::CallSites;
 
@@ -97,6 +101,123 @@ fn parse_every(val: &str) -> Result<Duration, String> {
         return Err(expected());
     }
     Duration::try_from_secs_f64(secs).map_err(|_| expected())
+}
+
+/// 0: not read yet; 1: being read; 2: applied.
+static STATE: AtomicU8 = AtomicU8::new(0);
+/// The call-site override, packed: 0 = none; else bits 0-1 mode (1 exact, 2 off, 3 sampled),
+/// bits 2-8 depth (0 = keep the static one), bits 9-63 the sampling mean.
+static OVERRIDE: AtomicU64 = AtomicU64::new(0);
+static REPORT_PATH: OnceCell<PathBuf> = OnceCell::new();
+
+/// The call-site mode and depth to use: the tracker's static ones unless `HEAPDELTA` overrides
+/// them.
+#[inline]
+pub(crate) fn effective(mode: CallSites, depth: usize) -> (CallSites, usize) {
+    let packed = OVERRIDE.load(Ordering::Relaxed);
+    if packed == 0 {
+        return (mode, depth);
+    }
+    let mode = match packed & 3 {
+        1 => CallSites::Exact,
+        2 => CallSites::Off,
+        3 => CallSites::Sampled {
+            mean_bytes: packed >> 9,
+        },
+        _ => mode,
+    };
+    let d = ((packed >> 2) & 0x7F) as usize;
+    (mode, if d == 0 { depth } else { d })
+}
+
+fn pack(config: &Config) -> u64 {
+    let (mode, mean) = match config.sites {
+        None => (0, 0),
+        Some(CallSites::Exact) => (1, 0),
+        Some(CallSites::Off) => (2, 0),
+        Some(CallSites::Sampled { mean_bytes }) => (3, mean_bytes.min(u64::MAX >> 9)),
+    };
+    let depth = config.depth.unwrap_or(0).min(MAX_DEPTH) as u64;
+    if mode == 0 && depth == 0 {
+        return 0;
+    }
+    // Mode bits 0 with a depth keep the tracker's static mode (see `effective`).
+    mode | depth << 2 | mean << 9
+}
+
+/// Reads and applies `HEAPDELTA` once per process. Called by the tracker on a thread's first event,
+/// with the reentrancy guard set (so what this allocates is not counted).
+#[cold]
+pub(crate) fn apply_once() {
+    if STATE.load(Ordering::Acquire) != 0
+        || STATE
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+    {
+        return;
+    }
+    // SAFETY: `getenv` returns null or a NUL-terminated string owned by the environment; it is
+    // copied at once. (A concurrent `setenv` could invalidate it: Rust's own `set_var` has that
+    // caveat too; it is read once, at the first allocation.)
+    let value = unsafe {
+        let p = libc::getenv(c"HEAPDELTA".as_ptr());
+        (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+    };
+    if let Some(value) = value {
+        let (config, errors) = parse(&value);
+        for e in errors {
+            say(&e);
+        }
+        OVERRIDE.store(pack(&config), Ordering::Relaxed);
+        if let Some(path) = config.report {
+            if REPORT_PATH.set(path).is_ok() {
+                // SAFETY: `write_report_at_exit` is an `extern "C" fn()` that never unwinds.
+                if unsafe { libc::atexit(write_report_at_exit) } != 0 {
+                    say("HEAPDELTA: could not register the exit report");
+                }
+            }
+        }
+        if let Some(every) = config.every {
+            let spawned = std::thread::Builder::new()
+                .name("heapdelta-every".into())
+                .spawn(move || checkpoint_every(every));
+            if spawned.is_err() {
+                say("HEAPDELTA: could not start the checkpoint thread for every=");
+            }
+        }
+    }
+    STATE.store(2, Ordering::Release);
+}
+
+/// Takes a checkpoint every `interval`, labelled with the seconds since the first.
+fn checkpoint_every(interval: Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        std::thread::sleep(interval);
+        crate::checkpoint(format!("{:.1}s", start.elapsed().as_secs_f64()));
+    }
+}
+
+extern "C" fn write_report_at_exit() {
+    let Some(path) = REPORT_PATH.get() else {
+        return;
+    };
+    let result = std::panic::catch_unwind(|| at_exit_report(path));
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => say(&format!(
+            "HEAPDELTA: could not write the report to {}: {e}",
+            path.display()
+        )),
+        Err(_) => say("HEAPDELTA: writing the exit report failed"),
+    }
+}
+
+/// One line on stderr, written directly (never waits for the stderr lock another thread holds).
+fn say(line: &str) {
+    let text = format!("{line}\n");
+    // SAFETY: writing a valid buffer of `text.len()` bytes to fd 2.
+    unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
 }
 
 /// Writes the at-exit report to `path`: the timeline's checkpoints followed by a final snapshot

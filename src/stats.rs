@@ -435,7 +435,10 @@ pub fn refresh(p: &mut Pending) {
     let peak = PEAK.peak_bytes.load(Ordering::Relaxed) as i64;
     if est > peak {
         PEAK.peak_bytes.fetch_max(est as u64, Ordering::Relaxed);
-        let blocks = PEAK.flushed_blocks.load(Ordering::Relaxed).wrapping_add(p.blocks);
+        let blocks = PEAK
+            .flushed_blocks
+            .load(Ordering::Relaxed)
+            .wrapping_add(p.blocks);
         PEAK.peak_blocks
             .store(blocks.max(0) as u64, Ordering::Relaxed);
     }

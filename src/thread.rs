@@ -88,7 +88,8 @@ impl Ctx<'_> {
             Some(st) => {
                 let b = st.pending_bytes.get().wrapping_add(bytes);
                 st.pending_bytes.set(b);
-                st.pending_blocks.set(st.pending_blocks.get().wrapping_add(blocks));
+                st.pending_blocks
+                    .set(st.pending_blocks.get().wrapping_add(blocks));
                 if stats::needs_refresh(b, st.limit.get()) {
                     st.with_pending(stats::refresh);
                 }
@@ -220,6 +221,7 @@ fn claim(st: &State) -> &'static Slot {
         ));
     }
     st.slot.set(slot);
+    crate::config::apply_once();
     st.busy.set(was);
     slot
 }

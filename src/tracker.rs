@@ -5,6 +5,7 @@ use std::ptr;
 
 use crate::callsite;
 use crate::checkpoint;
+use crate::config;
 use crate::header::{self, Header};
 use crate::sizeclass::class_of;
 use crate::stats::{self, UNIT};
@@ -114,8 +115,11 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// Records a new block of `size` bytes and returns its header.
     #[inline]
     fn on_alloc(&self, size: usize) -> Header {
-        thread::record(|ctx| record_alloc(ctx, size, self.mode, self.depth))
-            .unwrap_or(Header::UNTRACKED)
+        thread::record(|ctx| {
+            let (mode, depth) = config::effective(self.mode, self.depth);
+            record_alloc(ctx, size, mode, depth)
+        })
+        .unwrap_or(Header::UNTRACKED)
     }
 
     /// Records the end of a block of `size` bytes.
@@ -128,7 +132,8 @@ impl<A: GlobalAlloc> Tracker<A> {
             let young = h.epoch == checkpoint::epoch() as u16;
             ctx.slot.free(class_of(size), size as u64, h.tag, young);
             if h.site != 0 {
-                let (units, bytes) = site_weight(size, h.is_sampled(), self.mode);
+                let (mode, _) = config::effective(self.mode, self.depth);
+                let (units, bytes) = site_weight(size, h.is_sampled(), mode);
                 ctx.slot.site_free(h.site, units, bytes, young);
             }
             ctx.note_live(-(size as i64), -1);

@@ -1,5 +1,6 @@
 //! The main example shows the leak: the leaking function as the top growing site, growing at
-//! every step, and `Vec<f32>` as the top growing type; with `--fixed`, nothing grows.
+//! every step, and `Vec<f32>` as the top growing type; with `--fixed`, nothing grows. It is also
+//! the program the `HEAPDELTA` environment variable is tried on.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -16,8 +17,14 @@ fn example() -> PathBuf {
 }
 
 fn run(args: &[&str]) -> String {
+    run_with_env(args, "").0
+}
+
+/// Runs the example with `HEAPDELTA` set to `config`: (stdout, stderr).
+fn run_with_env(args: &[&str], config: &str) -> (String, String) {
     let out = Command::new(example())
         .args(args)
+        .env("HEAPDELTA", config)
         .output()
         .expect("the example runs");
     assert!(
@@ -25,7 +32,10 @@ fn run(args: &[&str]) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -71,4 +81,70 @@ fn a_bad_argument_is_one_clear_error() {
         .expect("the example runs");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown argument \"--stpes\""));
+}
+
+#[test]
+fn heapdelta_report_writes_the_timeline_and_a_final_snapshot_at_exit() {
+    let path = std::env::temp_dir().join(format!("heapdelta-report-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    run_with_env(&["--steps", "3"], &format!("report={}", path.display()));
+    let timeline =
+        heapdelta::Timeline::read_json(&path).expect("the exit report is a timeline file");
+    let labels: Vec<&str> = timeline
+        .checkpoints()
+        .iter()
+        .filter_map(|c| c.label())
+        .collect();
+    assert_eq!(labels, ["start", "step 1", "step 2", "step 3", "exit"]);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn heapdelta_every_takes_checkpoints_on_its_own() {
+    let path = std::env::temp_dir().join(format!("heapdelta-every-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    // `--steps 2000` runs long enough for a few 10 ms ticks.
+    run_with_env(
+        &["--steps", "2000", "--fixed"],
+        &format!("every=0.01,report={}", path.display()),
+    );
+    let timeline =
+        heapdelta::Timeline::read_json(&path).expect("the exit report is a timeline file");
+    let automatic = timeline
+        .checkpoints()
+        .iter()
+        .filter(|c| c.label().is_some_and(|l| l.ends_with('s')))
+        .count();
+    assert!(
+        automatic >= 1,
+        "{:?}",
+        timeline
+            .checkpoints()
+            .iter()
+            .map(|c| c.label())
+            .collect::<Vec<_>>()
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn heapdelta_sites_off_turns_call_sites_off() {
+    let (out, _) = run_with_env(&["--steps", "6"], "sites=off");
+    assert!(out.contains("growing at every step: none"), "{out}");
+    assert!(!out.contains("Node::forward"), "{out}");
+}
+
+#[test]
+fn a_malformed_heapdelta_value_is_one_line_naming_the_key_and_defaults_are_kept() {
+    let (out, err) = run_with_env(&["--steps", "6"], "depth=lots");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("depth") && lines[0].contains("lots"),
+        "{err}"
+    );
+    assert!(
+        out.contains("Node::forward (examples/training_leak.rs:"),
+        "call sites still on: {out}"
+    );
 }
