@@ -401,7 +401,7 @@ mod fp {
     /// Whether a frame record may be read at `fp`: aligned and entirely inside `[low, high)`.
     #[inline(always)]
     fn record_in_bounds(fp: usize, (low, high): (usize, usize)) -> bool {
-        fp % FRAME_ALIGN == 0
+        fp.is_multiple_of(FRAME_ALIGN)
             && fp >= low
             && fp < high.saturating_sub(2 * std::mem::size_of::<usize>())
     }

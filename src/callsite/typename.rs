@@ -211,7 +211,7 @@ fn step(candidate: Option<Candidate>, kind: Kind, args: &[String]) -> Step {
             };
             match (candidate, first) {
                 (None, Some(t)) => Step::Continue(Some(C::Done(format!("{name}<{}>", pretty(&t))))),
-                (Some(C::Buffer(u)), t) if t.as_ref().map_or(true, |t| *t == u) => {
+                (Some(C::Buffer(u)), t) if t.as_ref().is_none_or(|t| *t == u) => {
                     Step::Continue(Some(C::Done(format!("{name}<{}>", pretty(&u)))))
                 }
                 (cand @ None, None) => Step::Continue(cand),

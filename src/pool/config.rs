@@ -101,7 +101,7 @@ impl Geometry {
         assert!(c.pool_size < c.arena_size, "pool_size");
         assert!(c.arena_size / c.pool_size < NFP_LEN, "pools per arena");
         assert!(
-            c.max_small >= c.alignment && c.max_small % c.alignment == 0,
+            c.max_small >= c.alignment && c.max_small.is_multiple_of(c.alignment),
             "max_small"
         );
         assert!(c.max_small / c.alignment <= MAX_CLASSES, "classes");

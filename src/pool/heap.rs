@@ -507,7 +507,7 @@ impl HeapState {
                     continue;
                 }
                 let base = (*ao).address;
-                if base % geo.pool_size != 0 {
+                if !base.is_multiple_of(geo.pool_size) {
                     return Err(format!("arena {ai} not pool-aligned"));
                 }
                 let carved = ((*ao).pool_address - base) / geo.pool_size;
@@ -534,7 +534,7 @@ impl HeapState {
                         let off = (b as usize).wrapping_sub(pool as usize);
                         if off < geo.overhead
                             || off >= (*pool).nextoffset as usize
-                            || (off - geo.overhead) % size != 0
+                            || !(off - geo.overhead).is_multiple_of(size)
                         {
                             return Err(format!("arena {ai} pool {k}: stray free block"));
                         }

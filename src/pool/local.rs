@@ -232,7 +232,7 @@ impl SpinLock {
         let mut spins = 0u32;
         while !self.try_lock() {
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 {
+            if spins.is_multiple_of(64) {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
