@@ -8,7 +8,7 @@
 //!
 //! Allocators: `System`, and `Tracker` over it with call sites off, exact, and sampled (512 KiB);
 //! `Pool`, and `Tracker<Pool>` with call sites off (its ratio is to `Pool`).
-//! After criterion's report, a table of ratios to `System` is printed.
+//! After criterion's report, a table of ratios (medians of this run) is printed.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -146,32 +146,36 @@ fn config() -> Criterion {
 
 criterion_group! { name = overhead; config = config(); targets = benches }
 
-/// Reads criterion's point estimate (mean, ns) for one benchmark of this run.
-fn estimate(group: &str, id: &str) -> Option<f64> {
+/// Criterion's median time (ns) for one benchmark of this run: the median, because this shared
+/// machine has bursts of load that pull a mean around.
+fn median(group: &str, id: &str) -> Option<f64> {
     let dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
     let path = format!("{dir}/criterion/{group}/{id}/new/estimates.json");
     let text = std::fs::read_to_string(path).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["mean"]["point_estimate"].as_f64()
+    v["median"]["point_estimate"].as_f64()
+}
+
+fn ratio_line(group: &str, id: &str, base_id: &str) {
+    if let (Some(t), Some(base)) = (median(group, id), median(group, base_id)) {
+        println!(
+            "  {group:<16} {id:<16} {:>5.2}x {base_id:<7} ({:.1} ns/op vs {:.1})",
+            t / base,
+            t / OPS as f64,
+            base / OPS as f64
+        );
+    }
 }
 
 fn main() {
     overhead();
     Criterion::default().configure_from_args().final_summary();
-    println!("\nratio to system (same run; mean time per {OPS} ops):");
+    println!("\nratios measured in this run (median time per op):");
     for group in ["small_churn", "mixed_churn", "small_churn_2t"] {
-        let Some(base) = estimate(group, "system") else {
-            continue;
-        };
         for id in IDS {
-            if let Some(t) = estimate(group, id) {
-                println!(
-                    "  {group:<16} {id:<14} {:>6.2}x  ({:.1} ns/op vs {:.1})",
-                    t / base,
-                    t / OPS as f64,
-                    base / OPS as f64
-                );
-            }
+            ratio_line(group, id, "system");
         }
+        ratio_line(group, "pool", "system");
+        ratio_line(group, "tracker_pool_off", "pool");
     }
 }
