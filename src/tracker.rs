@@ -112,6 +112,32 @@ impl<A: GlobalAlloc> Tracker<A> {
         self
     }
 
+    /// Gets the inner block for `layout` from `inner_alloc`, records it and writes its header.
+    ///
+    /// # Safety
+    /// `inner_alloc` must return null or a block of the layout it is given.
+    #[inline]
+    unsafe fn alloc_with(
+        &self,
+        layout: Layout,
+        inner_alloc: impl FnOnce(Layout) -> *mut u8,
+    ) -> *mut u8 {
+        let Some(outer) = header::outer_layout(layout) else {
+            return ptr::null_mut();
+        };
+        let base = inner_alloc(outer);
+        if base.is_null() {
+            return base;
+        }
+        // SAFETY: `base` has `outer.size() = prefix + size` bytes, so `user` is in bounds and the
+        // header fits in the prefix.
+        unsafe {
+            let user = base.add(header::prefix(layout.align()));
+            self.on_alloc(layout.size()).write(user);
+            user
+        }
+    }
+
     /// Records a new block of `size` bytes and returns its header.
     #[inline]
     fn on_alloc(&self, size: usize) -> Header {
@@ -221,39 +247,14 @@ unsafe fn checked_header(ptr: *mut u8) -> Header {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let Some(outer) = header::outer_layout(layout) else {
-            return ptr::null_mut();
-        };
         // SAFETY: `outer` has a non-zero size (it includes the header).
-        let base = unsafe { self.inner.alloc(outer) };
-        if base.is_null() {
-            return base;
-        }
-        // SAFETY: `base` has `outer.size() = prefix + size` bytes, so `user` is in bounds and the
-        // header fits in the prefix.
-        unsafe {
-            let user = base.add(header::prefix(layout.align()));
-            self.on_alloc(layout.size()).write(user);
-            user
-        }
+        unsafe { self.alloc_with(layout, |outer| self.inner.alloc(outer)) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let Some(outer) = header::outer_layout(layout) else {
-            return ptr::null_mut();
-        };
         // SAFETY: as in `alloc`.
-        let base = unsafe { self.inner.alloc_zeroed(outer) };
-        if base.is_null() {
-            return base;
-        }
-        // SAFETY: as in `alloc`.
-        unsafe {
-            let user = base.add(header::prefix(layout.align()));
-            self.on_alloc(layout.size()).write(user);
-            user
-        }
+        unsafe { self.alloc_with(layout, |outer| self.inner.alloc_zeroed(outer)) }
     }
 
     #[inline]
