@@ -118,7 +118,9 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
         let r = f();
         return (
             r,
-            thread::untracked(|| Delta::between(&Snapshot::zero(), &Snapshot::zero())),
+            thread::untracked(|| {
+                Delta::between(&Snapshot::zero(), &Snapshot::zero()).thread_only()
+            }),
         );
     };
     let read = || {

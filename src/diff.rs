@@ -15,6 +15,13 @@ use crate::stats::Counts;
 use crate::thread;
 
 /// Growth at one call site between two snapshots.
+///
+/// ```
+/// let (_v, d) = heapdelta::measure(|| vec![0u8; 64]);
+/// for s in d.sites() {
+///     println!("{:+} B in {:+} blocks at {}", s.live_bytes, s.live_blocks, s.site);
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct SiteDelta {
     /// Where the blocks were allocated.
@@ -32,6 +39,13 @@ pub struct SiteDelta {
 }
 
 /// Growth in one size class.
+///
+/// ```
+/// let (_v, d) = heapdelta::measure(|| vec![0u8; 100]);
+/// if heapdelta::is_installed() {
+///     assert_eq!(d.size_classes()[0].size, 112); // 100 bytes is counted in the 112-byte class
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClassDelta {
     /// The class's largest request size.
@@ -47,6 +61,16 @@ pub struct ClassDelta {
 }
 
 /// Growth under one [`scope`](crate::scope) tag.
+///
+/// ```
+/// let (_v, d) = heapdelta::measure(|| {
+///     let _g = heapdelta::scope("decode");
+///     vec![0u8; 256]
+/// });
+/// for t in d.tags() {
+///     println!("{}: {:+} B", t.tag, t.live_bytes);
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TagDelta {
     /// The tag.
@@ -60,6 +84,13 @@ pub struct TagDelta {
 }
 
 /// Growth by allocated type, derived from the call sites' symbols.
+///
+/// ```
+/// let (_v, d) = heapdelta::measure(|| vec![0.0f32; 100]);
+/// for t in d.types() {
+///     println!("{} {:+} blocks", t.type_name, t.live_blocks);
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypeDelta {
     /// `Vec<f32>`, `String`, … or `(unknown)`.
@@ -73,6 +104,13 @@ pub struct TypeDelta {
 }
 
 /// What happened to the blocks of one step (a window between two consecutive checkpoints).
+///
+/// ```
+/// let step = heapdelta::checkpoint("step 1");
+/// if let Some(s) = step.survivors() {
+///     println!("{} blocks born in the step outlived it", s.blocks);
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Survivors {
     /// Blocks born in the step and still alive at its end.
@@ -225,37 +263,76 @@ impl Delta {
     }
 
     /// The label of the later snapshot (the checkpoint that ended the step).
+    ///
+    /// ```
+    /// assert_eq!(heapdelta::checkpoint("warm-up").label(), Some("warm-up"));
+    /// ```
     pub fn label(&self) -> Option<&str> {
         self.label.as_deref()
     }
 
     /// The label of the earlier snapshot (the checkpoint that started the step).
+    ///
+    /// ```
+    /// heapdelta::checkpoint("a");
+    /// assert_eq!(heapdelta::checkpoint("b").from_label(), Some("a"));
+    /// ```
     pub fn from_label(&self) -> Option<&str> {
         self.from_label.as_deref()
     }
 
     /// Change in live bytes.
+    ///
+    /// ```
+    /// let (v, d) = heapdelta::measure(|| vec![0u8; 4096]);
+    /// assert!(d.live_bytes() == 4096 || !heapdelta::is_installed());
+    /// # drop(v);
+    /// ```
     pub fn live_bytes(&self) -> i64 {
         live_change(&self.window).0
     }
 
     /// Change in live blocks.
+    ///
+    /// ```
+    /// let (v, d) = heapdelta::measure(|| vec![0u8; 16]);
+    /// assert!(d.live_blocks() == 1 || !heapdelta::is_installed());
+    /// # drop(v);
+    /// ```
     pub fn live_blocks(&self) -> i64 {
         live_change(&self.window).1
     }
 
     /// Bytes allocated in the window (whether freed since or not).
+    ///
+    /// ```
+    /// let ((), d) = heapdelta::measure(|| drop(vec![0u8; 100]));
+    /// assert!(d.allocated_bytes() == 100 || !heapdelta::is_installed());
+    /// assert_eq!(d.live_bytes(), 0);
+    /// ```
     pub fn allocated_bytes(&self) -> u64 {
         self.window.alloc_bytes
     }
 
     /// Blocks allocated in the window.
+    ///
+    /// ```
+    /// let ((), d) = heapdelta::measure(|| drop(vec![0u8; 100]));
+    /// assert!(d.allocated_blocks() == 1 || !heapdelta::is_installed());
+    /// ```
     pub fn allocated_blocks(&self) -> u64 {
         self.window.alloc_blocks
     }
 
     /// Process totals at the end of the window (`None` for a [`measure`](crate::measure) delta,
     /// which covers one thread).
+    ///
+    /// ```
+    /// let t = heapdelta::checkpoint("now").totals().expect("a checkpoint has process totals");
+    /// assert!(t.live_bytes <= t.peak_bytes);
+    /// let ((), d) = heapdelta::measure(|| ());
+    /// assert!(d.totals().is_none());
+    /// ```
     pub fn totals(&self) -> Option<Totals> {
         self.after
     }
@@ -269,22 +346,49 @@ impl Delta {
 
     /// Growth per call site, largest live-bytes growth first. Symbols are resolved on the first
     /// call (and cached process-wide).
+    ///
+    /// ```
+    /// let (_v, d) = heapdelta::measure(|| vec![1u64; 32]);
+    /// if let Some(top) = d.sites().first() {
+    ///     println!("{top:?}");
+    /// }
+    /// ```
     pub fn sites(&self) -> &[SiteDelta] {
         self.sites
             .get_or_init(|| thread::untracked(|| resolve_sites(&self.raw_sites)))
     }
 
     /// Growth per size class, largest live-bytes growth first.
+    ///
+    /// ```
+    /// let (_v, d) = heapdelta::measure(|| vec![0u8; 1000]);
+    /// for c in d.size_classes() {
+    ///     println!("class {} B: {:+} blocks", c.size, c.live_blocks);
+    /// }
+    /// ```
     pub fn size_classes(&self) -> &[ClassDelta] {
         &self.classes
     }
 
     /// Growth per scope tag, largest live-bytes growth first.
+    ///
+    /// ```
+    /// let ((), d) = heapdelta::measure(|| {
+    ///     let _g = heapdelta::scope("parse");
+    /// });
+    /// assert!(d.tags().iter().all(|t| t.live_bytes == 0));
+    /// ```
     pub fn tags(&self) -> &[TagDelta] {
         &self.tags
     }
 
     /// Growth per allocated type (derived from the call sites' symbols), largest first.
+    ///
+    /// ```
+    /// let (_v, d) = heapdelta::measure(|| String::from("hello"));
+    /// let names: Vec<&str> = d.types().iter().map(|t| t.type_name.as_str()).collect();
+    /// println!("{names:?}");
+    /// ```
     pub fn types(&self) -> &[TypeDelta] {
         self.types.get_or_init(|| {
             thread::untracked(|| {
@@ -312,6 +416,11 @@ impl Delta {
     }
 
     /// The pool's statistics at the end of the window, when a [`Pool`](crate::Pool) is in use.
+    ///
+    /// ```
+    /// // With the system allocator there is no pool.
+    /// assert!(heapdelta::checkpoint("now").pool().is_none());
+    /// ```
     pub fn pool(&self) -> Option<&PoolStats> {
         self.pool.as_ref()
     }
@@ -401,6 +510,12 @@ fn resolve_sites(raw: &[(SiteKey, Counts)]) -> Vec<SiteDelta> {
 }
 
 /// A call site whose live bytes grew in most recent steps: the leak suspect.
+///
+/// ```
+/// for g in heapdelta::timeline().growing() {
+///     println!("{} grew in {} of {} steps ({:+} B)", g.site, g.steps_grown, g.steps, g.live_bytes);
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Growth {
     /// The site.
@@ -440,12 +555,24 @@ impl Timeline {
     }
 
     /// The checkpoints, oldest first.
+    ///
+    /// ```
+    /// heapdelta::checkpoint("first");
+    /// assert!(heapdelta::timeline().checkpoints().iter().any(|c| c.label() == Some("first")));
+    /// ```
     pub fn checkpoints(&self) -> &[Snapshot] {
         &self.checkpoints
     }
 
     /// The growth of each step: from the start to the first checkpoint, then between consecutive
     /// checkpoints.
+    ///
+    /// ```
+    /// heapdelta::checkpoint("a");
+    /// heapdelta::checkpoint("b");
+    /// let t = heapdelta::timeline();
+    /// assert_eq!(t.steps().len(), t.checkpoints().len());
+    /// ```
     pub fn steps(&self) -> Vec<Delta> {
         let zero = Snapshot::zero();
         let mut prev = &zero;
@@ -458,6 +585,12 @@ impl Timeline {
     }
 
     /// The checkpoint labelled `label`.
+    ///
+    /// ```
+    /// heapdelta::checkpoint("loaded");
+    /// assert!(heapdelta::timeline().find("loaded").is_ok());
+    /// assert!(heapdelta::timeline().find("nope").is_err());
+    /// ```
     pub fn find(&self, label: &str) -> Result<&Snapshot, Error> {
         self.checkpoints
             .iter()
@@ -487,6 +620,15 @@ impl Timeline {
 
     /// Sites whose live bytes rose in every one of the last 5 steps (or every step, when there
     /// are fewer; at least 2 are needed).
+    ///
+    /// ```
+    /// let mut kept = Vec::new();
+    /// for step in 0..6 {
+    ///     kept.push(vec![0u8; 1024]);
+    ///     heapdelta::checkpoint(format!("step {step}"));
+    /// }
+    /// println!("{:?}", heapdelta::timeline().growing());
+    /// ```
     pub fn growing(&self) -> Vec<Growth> {
         let n = GROWTH_WINDOW.min(self.checkpoints.len().saturating_sub(1));
         if n < 2 {
@@ -496,6 +638,12 @@ impl Timeline {
     }
 
     /// Sites whose live bytes rose in at least `k` of the last `n` steps, most steps first.
+    ///
+    /// ```
+    /// // sites that grew in at least 8 of the last 10 steps
+    /// let suspects = heapdelta::timeline().growing_in(8, 10);
+    /// # let _ = suspects;
+    /// ```
     pub fn growing_in(&self, k: usize, n: usize) -> Vec<Growth> {
         let n = n.min(self.checkpoints.len().saturating_sub(1));
         if n == 0 || k == 0 || k > n {

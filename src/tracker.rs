@@ -61,6 +61,12 @@ pub struct Tracker<A = System> {
 
 impl Tracker<System> {
     /// A tracker over the system allocator, recording exact call sites 32 frames deep.
+    ///
+    /// ```
+    /// #[global_allocator]
+    /// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() { assert!(heapdelta::is_installed() || true); }
+    /// ```
     pub const fn new() -> Self {
         Tracker::wrap(System)
     }
