@@ -46,3 +46,20 @@ fn each_allocated_type_is_reported_with_its_block_count() {
     assert_eq!(blocks_of(&delta, "(unknown)"), 0, "{listing:?}");
     std::hint::black_box(&kept);
 }
+
+#[inline(never)]
+fn push_strings(v: &mut Vec<String>) {
+    for _ in 0..40 {
+        v.push(String::new());
+    }
+}
+
+#[test]
+fn a_growing_vec_of_strings_is_not_named_after_its_layout_twin() {
+    // `RawVec<String>::grow_one` and `RawVec<Vec<u8>>::grow_one` compile to the same code and may
+    // be merged under one name; the inlined `Vec<String>::push` frame says which it was.
+    let mut v = Vec::new();
+    let ((), delta) = heapdelta::measure(|| push_strings(&mut v));
+    let names: Vec<&str> = delta.types().iter().map(|t| t.type_name.as_str()).collect();
+    assert_eq!(names, ["Vec<String>"]);
+}

@@ -46,6 +46,9 @@ enum Origin {
 struct RawFrame {
     frame: Frame,
     origin: Origin,
+    /// Expanded from inline debug info (exact generic arguments), as opposed to the compiled
+    /// function the address lies in (whose name may be shared with merged twins).
+    inlined: bool,
 }
 
 /// The symbolised, trimmed site of `id` (cached).
@@ -110,8 +113,13 @@ fn symbolise(stack: &[usize], own_dir: &str) -> Vec<RawFrame> {
                     line,
                 },
                 origin,
+                inlined: true,
             });
         });
+        // The last symbol of an address is the compiled function itself.
+        if let Some(outermost) = raw.get_mut(before..).and_then(|added| added.last_mut()) {
+            outermost.inlined = false;
+        }
         if raw.len() == before {
             raw.push(RawFrame {
                 frame: Frame {
@@ -120,6 +128,7 @@ fn symbolise(stack: &[usize], own_dir: &str) -> Vec<RawFrame> {
                     line: None,
                 },
                 origin: Origin::Runtime,
+                inlined: false,
             });
         }
     }
@@ -219,8 +228,9 @@ fn build_site(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
             })
             .collect()
     };
+    let inlined: Vec<bool> = trimmed.iter().map(|f| f.inlined).collect();
     let trimmed = shorten_all(trimmed);
-    let type_name = typename::derive(&trimmed);
+    let type_name = typename::derive_marked(&trimmed, &inlined);
     let kept = fold_recursion(shorten_all(kept))
         .into_iter()
         .map(|f| Frame {
@@ -294,6 +304,7 @@ mod tests {
 
     fn raw(function: &str, file: Option<&str>, line: u32) -> RawFrame {
         RawFrame {
+            inlined: true,
             origin: origin(function, file, "/work/heapdelta/src/"),
             frame: Frame {
                 function: function.to_string(),

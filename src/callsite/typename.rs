@@ -109,15 +109,42 @@ enum Candidate {
 /// The allocated type for the trimmed frames (innermost first), or `None` when they do not
 /// determine it.
 pub(crate) fn derive(trimmed: &[Frame]) -> Option<String> {
+    derive_marked(trimmed, &[])
+}
+
+/// [`derive`], knowing which frames were inlined (`inlined[i]` for `trimmed[i]`; missing entries
+/// count as inlined). The generic arguments of a frame that was *not* inlined come from the
+/// symbol of a compiled function, and LLVM merges functions whose code is identical: a
+/// `RawVec<String>::grow_one` may carry the name `RawVec<Vec<u8>>::grow_one`, since both only
+/// depend on the element's layout. So a buffer type read from such a frame gives way to an inlined
+/// frame further out that names another element type.
+pub(crate) fn derive_marked(trimmed: &[Frame], inlined: &[bool]) -> Option<String> {
     let mut candidate: Option<Candidate> = None;
-    for frame in trimmed {
+    let mut candidate_inlined = true;
+    for (i, frame) in trimmed.iter().enumerate() {
         let Some(kind) = classify(frame) else {
             continue;
         };
+        let this_inlined = inlined.get(i).copied().unwrap_or(true);
         let args = generic_args(&frame.function);
+        if let (Some(Candidate::Buffer(u)), Kind::RawVec | Kind::Vec, Some(t)) =
+            (&candidate, kind, args.first())
+        {
+            if this_inlined && !candidate_inlined {
+                // An inlined frame either confirms the element type or, unconfirmed so far,
+                // corrects it.
+                candidate = Some(Candidate::Buffer(t.clone()));
+                candidate_inlined = true;
+                continue;
+            }
+        }
+        let was_empty = candidate.is_none();
         match step(candidate.clone(), kind, &args) {
             Step::Continue(next) => candidate = next,
             Step::Stop => break,
+        }
+        if was_empty && candidate.is_some() {
+            candidate_inlined = this_inlined;
         }
         if let Some(Candidate::Done(_)) = candidate {
             break;
@@ -437,6 +464,51 @@ pub(crate) fn pretty(ty: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_inlined_frame_overrides_the_element_type_of_a_merged_function() {
+        let frames = [
+            Frame {
+                function: "<alloc::raw_vec::RawVec<alloc::vec::Vec<u8>>>::grow_one".into(),
+                file: Some("alloc/src/raw_vec/mod.rs".into()),
+                line: Some(340),
+            },
+            Frame {
+                function: "push<alloc::string::String, alloc::alloc::Global>".into(),
+                file: Some("alloc/src/vec/mod.rs".into()),
+                line: Some(2400),
+            },
+        ];
+        assert_eq!(
+            derive_marked(&frames, &[false, true]).as_deref(),
+            Some("Vec<String>")
+        );
+    }
+
+    #[test]
+    fn a_confirmed_element_type_is_not_overridden_by_its_container() {
+        // Cloning the `Vec<u8>` elements of a `Vec<Vec<u8>>`: the allocation is a `Vec<u8>`.
+        let frame = |function: &str, file: &str| Frame {
+            function: function.into(),
+            file: Some(file.into()),
+            line: Some(1),
+        };
+        let frames = [
+            frame(
+                "<alloc::raw_vec::RawVec<u8>>::with_capacity_in",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            frame("to_vec<u8, alloc::alloc::Global>", "alloc/src/slice.rs"),
+            frame(
+                "extend_from_slice<alloc::vec::Vec<u8>, alloc::alloc::Global>",
+                "alloc/src/vec/mod.rs",
+            ),
+        ];
+        assert_eq!(
+            derive_marked(&frames, &[false, true, true]).as_deref(),
+            Some("Vec<u8>")
+        );
+    }
 
     /// Frames as `(function, shortened file)`, innermost first, copied from real allocations
     /// (rustc 1.95, release, `debug = "line-tables-only"`, with and without
