@@ -127,7 +127,7 @@ pub(crate) fn derive_marked(trimmed: &[Frame], inlined: &[bool]) -> Option<Strin
         };
         let this_inlined = inlined.get(i).copied().unwrap_or(true);
         let args = generic_args(&frame.function);
-        if let (Some(Candidate::Buffer(u)), Kind::RawVec | Kind::Vec, Some(t)) =
+        if let (Some(Candidate::Buffer(_)), Kind::RawVec | Kind::Vec, Some(t)) =
             (&candidate, kind, args.first())
         {
             if this_inlined && !candidate_inlined {
