@@ -33,7 +33,17 @@
 //! - what they return: [`Snapshot`], [`Totals`], [`Delta`] with [`SiteDelta`], [`ClassDelta`],
 //!   [`TagDelta`], [`TypeDelta`] and [`Survivors`]; [`Timeline`] with [`Growth`]; [`Site`] and
 //!   [`Frame`];
-//! - pool mode: [`Pool`], [`PoolConfig`], [`PoolStats`], [`ClassStats`], [`pool_stats`].
+//! - pool mode: [`Pool`], [`PoolConfig`], [`PoolStats`], [`ClassStats`], [`pool_stats`];
+//! - files: [`Snapshot::write_json`] / [`Snapshot::read_json`] and the same on [`Timeline`],
+//!   [`Snapshot::write_dhat`], `write_pprof` (feature `pprof`), [`Snapshot::folded`] and
+//!   `write_flamegraph` (feature `flamegraph`), `Timeline::write_plot` (feature `plot`), the
+//!   `heapdelta` command (feature `cli`); errors are [`Error`];
+//! - run-time configuration: the `HEAPDELTA` environment variable
+//!   (`sites=exact|off|sampled:BYTES`, `depth=N`, `report=PATH`, `every=SECONDS`), read at the
+//!   first allocation; a bad entry prints one line naming its key and keeps the default.
+//!
+//! How it is built, and where it departs from the original design: `ARCHITECTURE.md` in the
+//! repository.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
