@@ -19,6 +19,8 @@ thread_local! {
     static LAST_SITE: Cell<u32> = const { Cell::new(0) };
 }
 
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged; capturing a
+// site on the side neither allocates through this allocator nor touches the blocks.
 unsafe impl GlobalAlloc for Capturing {
     #[inline(never)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

@@ -69,9 +69,11 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// use std::alloc::{GlobalAlloc, Layout};
 /// let pool = heapdelta::Pool::new();
 /// let l = Layout::from_size_align(100, 8).unwrap();
+/// // SAFETY: the layout has a non-zero size.
 /// let p = unsafe { pool.alloc(l) };
 /// assert!(!p.is_null());
 /// assert_eq!(pool.stats().classes[6].blocks_in_use, 1); // 100 bytes: the 112-byte class
+/// // SAFETY: `p` came from this pool with `l`.
 /// unsafe { pool.dealloc(p, l) };
 /// ```
 ///

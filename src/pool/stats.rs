@@ -12,12 +12,14 @@ use std::cell::UnsafeCell;
 /// use heapdelta::{Pool, PoolConfig};
 /// let pool = Pool::with_config(System, PoolConfig::CPYTHON);
 /// let layout = Layout::from_size_align(24, 8).unwrap();
+/// // SAFETY: the layout has a non-zero size.
 /// let p = unsafe { pool.alloc(layout) };
 /// let s = pool.stats();
 /// assert_eq!(s.classes[1].blocks_in_use, 1);       // 24 bytes are served from the 32-byte class
 /// assert_eq!(s.classes[1].blocks_available, 509);  // 510 blocks per 16 KiB pool
 /// assert_eq!(s.unused_pools, 63);
 /// assert_eq!(s.bytes_reserved, 1 << 20);
+/// // SAFETY: `p` came from this pool with `layout`.
 /// unsafe { pool.dealloc(p, layout) };
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
