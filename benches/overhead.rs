@@ -8,7 +8,8 @@
 //!
 //! Allocators: `System`, and `Tracker` over it with call sites off, exact, and sampled (512 KiB);
 //! `Pool`, and `Tracker<Pool>` with call sites off (its ratio is to `Pool`).
-//! After criterion's report, a table of ratios (medians of this run) is printed.
+//! After criterion's report, a table of ratios is printed: each comes from rounds in which the
+//! allocator and its baseline run back to back, so the machine's load drifts hit both alike.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -25,9 +26,6 @@ static SAMPLED: Tracker = Tracker::new().call_sites(CallSites::Sampled {
 
 static POOL: Pool = Pool::new();
 static TRACKED_POOL: Tracker<Pool> = Tracker::wrap(Pool::new()).call_sites(CallSites::Off);
-
-/// The allocators compared, by the names the ratio table uses.
-const IDS: [&str; 3] = ["tracker_off", "tracker_exact", "tracker_sampled"];
 
 const LIVE: usize = 1000;
 const OPS: u64 = 1000;
@@ -146,36 +144,77 @@ fn config() -> Criterion {
 
 criterion_group! { name = overhead; config = config(); targets = benches }
 
-/// Criterion's median time (ns) for one benchmark of this run: the median, because this shared
-/// machine has bursts of load that pull a mean around.
-fn median(group: &str, id: &str) -> Option<f64> {
-    let dir = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let path = format!("{dir}/criterion/{group}/{id}/new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["median"]["point_estimate"].as_f64()
+/// The workloads of the ratio table: name, and one timed run of it on an allocator.
+type Workload = (&'static str, fn(&'static dyn GlobalAllocSync) -> Duration);
+
+/// `GlobalAlloc` behind a `dyn` reference, so the table can loop over allocators.
+trait GlobalAllocSync: Sync {
+    fn churn(&self, log_sizes: bool, ops: u64) -> Duration;
+    fn two_threads(&'static self, ops: u64) -> Duration;
 }
 
-fn ratio_line(group: &str, id: &str, base_id: &str) {
-    if let (Some(t), Some(base)) = (median(group, id), median(group, base_id)) {
-        println!(
-            "  {group:<16} {id:<16} {:>5.2}x {base_id:<7} ({:.1} ns/op vs {:.1})",
-            t / base,
-            t / OPS as f64,
-            base / OPS as f64
-        );
+impl<A: GlobalAlloc + Sync> GlobalAllocSync for A {
+    fn churn(&self, log_sizes: bool, ops: u64) -> Duration {
+        let mut c = Churn::new(self, log_sizes, 42);
+        let start = Instant::now();
+        c.run(self, ops);
+        let t = start.elapsed();
+        c.free_all(self);
+        t
+    }
+
+    fn two_threads(&'static self, ops: u64) -> Duration {
+        two_threads(self, ops / OPS)
+    }
+}
+
+const WORKLOADS: [Workload; 3] = [
+    ("small_churn", |a| a.churn(false, 200_000)),
+    ("mixed_churn", |a| a.churn(true, 40_000)),
+    ("small_churn_2t", |a| a.two_threads(200_000)),
+];
+
+/// Rounds of the ratio table; each runs every allocator once on every workload.
+const ROUNDS: usize = 21;
+
+/// The ratio table: every round times each allocator on a workload back to back with its
+/// baseline, so slow phases of a shared machine hit both sides of a ratio alike; the table shows
+/// the median over rounds of those paired ratios, and their spread.
+fn paired_ratios() {
+    static SYSTEM: System = System;
+    let allocators: [(&str, &'static dyn GlobalAllocSync, usize); 6] = [
+        ("system", &SYSTEM, 0),
+        ("tracker_off", &OFF, 0),
+        ("tracker_exact", &EXACT, 0),
+        ("tracker_sampled", &SAMPLED, 0),
+        ("pool", &POOL, 0),
+        ("tracker_pool_off", &TRACKED_POOL, 4),
+    ];
+    println!("\nratios to the baseline, paired within each of {ROUNDS} rounds (median [min–max]):");
+    for (workload, run) in WORKLOADS {
+        let mut times = vec![Vec::with_capacity(ROUNDS); allocators.len()];
+        run(allocators[0].1); // warm-up
+        for _ in 0..ROUNDS {
+            for (i, (_, a, _)) in allocators.iter().enumerate() {
+                times[i].push(run(*a).as_secs_f64());
+            }
+        }
+        for (i, (name, _, base)) in allocators.iter().enumerate().skip(1) {
+            let mut ratios: Vec<f64> = (0..ROUNDS).map(|r| times[i][r] / times[*base][r]).collect();
+            ratios.sort_by(f64::total_cmp);
+            println!(
+                "  {workload:<15} {name:<17} {:>5.2}x {:<7} [{:.2}–{:.2}]",
+                ratios[ROUNDS / 2],
+                allocators[*base].0,
+                ratios[0],
+                ratios[ROUNDS - 1]
+            );
+        }
     }
 }
 
 fn main() {
     overhead();
     Criterion::default().configure_from_args().final_summary();
-    println!("\nratios measured in this run (median time per op):");
-    for group in ["small_churn", "mixed_churn", "small_churn_2t"] {
-        for id in IDS {
-            ratio_line(group, id, "system");
-        }
-        ratio_line(group, "pool", "system");
-        ratio_line(group, "tracker_pool_off", "pool");
-    }
+    paired_ratios();
 }

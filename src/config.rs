@@ -110,6 +110,12 @@ static STATE: AtomicU8 = AtomicU8::new(0);
 static OVERRIDE: AtomicU64 = AtomicU64::new(0);
 static REPORT_PATH: OnceCell<PathBuf> = OnceCell::new();
 
+/// Whether `HEAPDELTA` overrides the trackers' call-site settings.
+#[inline(always)]
+pub(crate) fn overridden() -> bool {
+    OVERRIDE.load(Ordering::Relaxed) != 0
+}
+
 /// The call-site mode and depth to use: the tracker's static ones unless `HEAPDELTA` overrides
 /// them.
 #[inline]

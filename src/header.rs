@@ -121,6 +121,18 @@ pub fn outer_for(size: usize, align: usize) -> Option<Layout> {
     Some(unsafe { Layout::from_size_align_unchecked(size + prefix, prefix) })
 }
 
+/// The inner layout of a block the tracker handed out for `layout`.
+///
+/// # Safety
+/// `outer_layout(layout)` must be `Some`, as it was when the block was allocated with `layout`.
+#[inline]
+pub unsafe fn outer_of_allocated(layout: Layout) -> Layout {
+    let prefix = prefix(layout.align());
+    // SAFETY: the caller guarantees `outer_layout` accepted this layout, and it builds exactly
+    // this one.
+    unsafe { Layout::from_size_align_unchecked(layout.size() + prefix, prefix) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize
 
 use serde::{Deserialize, Serialize};
 
-use crate::sizeclass::NUM_CLASSES;
+use crate::sizeclass::{class_of, NUM_CLASSES, SMALL_MAX};
 
 /// Thread slots, slot 0 being the shared one.
 pub const MAX_SLOTS: usize = 256;
@@ -116,6 +116,25 @@ impl Counts {
     }
 }
 
+/// Counters for one small request size: the bytes they stand for are the size times the count,
+/// so one add per event keeps both blocks and bytes.
+struct SizeCnt {
+    alloc: Cnt,
+    free: Cnt,
+    /// Frees of blocks born in the epoch they were freed in.
+    young_free: Cnt,
+}
+
+impl SizeCnt {
+    const fn new() -> Self {
+        SizeCnt {
+            alloc: Cnt::new(),
+            free: Cnt::new(),
+            young_free: Cnt::new(),
+        }
+    }
+}
+
 /// Per-site counters; block counts are in `UNIT`s so sampled weights can be fractional.
 struct SiteCnt {
     counts: Quad,
@@ -137,8 +156,9 @@ pub struct SiteCounts {
 /// One thread's counters.
 pub struct Slot {
     claimed: AtomicBool,
-    /// Set (at run time, so the slot array stays zero-initialised) for the shared slot.
-    shared: AtomicBool,
+    /// Requests of up to `SMALL_MAX` bytes, by exact size.
+    sizes: [SizeCnt; SMALL_MAX + 1],
+    /// Larger requests, by size class.
     classes: [Quad; NUM_CLASSES],
     tags: [Quad; MAX_TAGS],
     young_free_blocks: Cnt,
@@ -150,7 +170,7 @@ impl Slot {
     const fn new() -> Self {
         Slot {
             claimed: AtomicBool::new(false),
-            shared: AtomicBool::new(false),
+            sizes: [const { SizeCnt::new() }; SMALL_MAX + 1],
             classes: [const { Quad::new() }; NUM_CLASSES],
             tags: [const { Quad::new() }; MAX_TAGS],
             young_free_blocks: Cnt::new(),
@@ -159,47 +179,72 @@ impl Slot {
         }
     }
 
-    /// Counts an allocation of `size` bytes in class `class` under `tag`.
-    #[inline]
-    pub fn alloc(&self, class: usize, size: u64, tag: u8) {
-        let s = self.shared.load(Ordering::Relaxed);
-        if let Some(q) = self.classes.get(class) {
-            q.alloc_blocks.add(1, s);
-            q.alloc_bytes.add(size, s);
+    /// Counts an allocation of `size` bytes under `tag`; `s` when this is the shared slot (atomic
+    /// adds).
+    #[inline(always)]
+    pub fn alloc(&self, size: usize, tag: u8, s: bool) {
+        match self.sizes.get(size) {
+            Some(c) => c.alloc.add(1, s),
+            None => self.alloc_large(size, s),
         }
         if tag != 0 {
-            if let Some(q) = self.tags.get(tag as usize) {
-                q.alloc_blocks.add(1, s);
-                q.alloc_bytes.add(size, s);
-            }
+            self.tag_alloc(tag, size, s);
         }
     }
 
     /// Counts a free; `young` when the block was born in the current epoch.
-    #[inline]
-    pub fn free(&self, class: usize, size: u64, tag: u8, young: bool) {
-        let s = self.shared.load(Ordering::Relaxed);
-        if let Some(q) = self.classes.get(class) {
-            q.free_blocks.add(1, s);
-            q.free_bytes.add(size, s);
+    #[inline(always)]
+    pub fn free(&self, size: usize, tag: u8, young: bool, s: bool) {
+        match self.sizes.get(size) {
+            Some(c) => {
+                c.free.add(1, s);
+                if young {
+                    c.young_free.add(1, s);
+                }
+            }
+            None => self.free_large(size, young, s),
         }
         if tag != 0 {
-            if let Some(q) = self.tags.get(tag as usize) {
-                q.free_blocks.add(1, s);
-                q.free_bytes.add(size, s);
-            }
+            self.tag_free(tag, size, s);
+        }
+    }
+
+    fn alloc_large(&self, size: usize, s: bool) {
+        if let Some(q) = self.classes.get(class_of(size)) {
+            q.alloc_blocks.add(1, s);
+            q.alloc_bytes.add(size as u64, s);
+        }
+    }
+
+    fn free_large(&self, size: usize, young: bool, s: bool) {
+        if let Some(q) = self.classes.get(class_of(size)) {
+            q.free_blocks.add(1, s);
+            q.free_bytes.add(size as u64, s);
         }
         if young {
             self.young_free_blocks.add(1, s);
-            self.young_free_bytes.add(size, s);
+            self.young_free_bytes.add(size as u64, s);
+        }
+    }
+
+    fn tag_alloc(&self, tag: u8, size: usize, s: bool) {
+        if let Some(q) = self.tags.get(tag as usize) {
+            q.alloc_blocks.add(1, s);
+            q.alloc_bytes.add(size as u64, s);
+        }
+    }
+
+    fn tag_free(&self, tag: u8, size: usize, s: bool) {
+        if let Some(q) = self.tags.get(tag as usize) {
+            q.free_blocks.add(1, s);
+            q.free_bytes.add(size as u64, s);
         }
     }
 
     /// Counts an allocation at `site` with weight `units` (blocks × `UNIT`) and `bytes`.
     #[inline]
-    pub fn site_alloc(&self, site: u32, units: u64, bytes: u64) {
+    pub fn site_alloc(&self, site: u32, units: u64, bytes: u64, s: bool) {
         if let Some(c) = self.site(site) {
-            let s = self.shared.load(Ordering::Relaxed);
             c.counts.alloc_blocks.add(units, s);
             c.counts.alloc_bytes.add(bytes, s);
         }
@@ -207,9 +252,8 @@ impl Slot {
 
     /// Counts a free at `site` with the same weight its allocation had.
     #[inline]
-    pub fn site_free(&self, site: u32, units: u64, bytes: u64, young: bool) {
+    pub fn site_free(&self, site: u32, units: u64, bytes: u64, young: bool, s: bool) {
         if let Some(c) = self.site(site) {
-            let s = self.shared.load(Ordering::Relaxed);
             c.counts.free_blocks.add(units, s);
             c.counts.free_bytes.add(bytes, s);
             if young {
@@ -288,8 +332,12 @@ static HIGH: AtomicUsize = AtomicUsize::new(1);
 
 /// The shared slot.
 pub fn shared_slot() -> &'static Slot {
-    SLOTS[0].shared.store(true, Ordering::Relaxed);
     &SLOTS[0]
+}
+
+/// Whether `slot` is the shared slot, whose counters take atomic adds.
+pub fn is_shared(slot: &Slot) -> bool {
+    ptr::eq(slot, &SLOTS[0])
 }
 
 /// Claims a free slot for the calling thread, or the shared one when all are taken.
@@ -310,7 +358,10 @@ pub fn claim() -> (u16, &'static Slot) {
 
 /// Whether any thread has ever recorded an event (a tracker is serving allocations).
 pub fn any_claimed() -> bool {
-    HIGH.load(Ordering::Relaxed) > 1 || SLOTS[0].classes.iter().any(|q| q.alloc_blocks.get() != 0)
+    let shared = &SLOTS[0];
+    HIGH.load(Ordering::Relaxed) > 1
+        || shared.sizes.iter().any(|c| c.alloc.get() != 0)
+        || shared.classes.iter().any(|q| q.alloc_blocks.get() != 0)
 }
 
 /// Gives slot `i` back; its counters stay and the next owner keeps adding to them.
@@ -370,6 +421,22 @@ fn read(slots: &[Slot]) -> Raw {
         tags: read_quads(&|s| &s.tags, MAX_TAGS),
         ..Raw::default()
     };
+    for (size, class) in (0..=SMALL_MAX).map(|n| (n as u64, class_of(n))) {
+        let c = &mut raw.classes[class];
+        // Frees before allocations, as for the other groups.
+        for cnt in slots.iter().filter_map(|s| s.sizes.get(size as usize)) {
+            let (free, young) = (cnt.free.get(), cnt.young_free.get());
+            c.free_blocks += free;
+            c.free_bytes += free * size;
+            raw.young_free.0 += young;
+            raw.young_free.1 += young * size;
+        }
+        for cnt in slots.iter().filter_map(|s| s.sizes.get(size as usize)) {
+            let alloc = cnt.alloc.get();
+            c.alloc_blocks += alloc;
+            c.alloc_bytes += alloc * size;
+        }
+    }
     for s in slots {
         raw.young_free.0 += s.young_free_blocks.get();
         raw.young_free.1 += s.young_free_bytes.get();
@@ -414,11 +481,11 @@ pub struct Pending {
     pub limit: i64,
 }
 
-/// Whether a pending change of `bytes` needs [`refresh`]: it may have raised the peak, or is large
-/// enough to fold into the global figure.
-#[inline]
-pub fn needs_refresh(bytes: i64, limit: i64) -> bool {
-    bytes > limit || bytes <= -FLUSH_BYTES
+/// Whether a pending fall of `bytes` is large enough to fold into the global figure with
+/// [`refresh`]. (Growth is checked against `Pending::limit`, which is at most `FLUSH_BYTES`.)
+#[inline(always)]
+pub fn needs_flush(bytes: i64) -> bool {
+    bytes <= -FLUSH_BYTES
 }
 
 /// Folds a large pending change into the global figure, raises the peak when the thread's view of
@@ -469,10 +536,11 @@ mod tests {
     #[test]
     fn a_slot_reads_back_what_was_counted() {
         let slot = Slot::new();
-        slot.alloc(2, 40, 0);
-        slot.alloc(2, 48, 5);
-        slot.free(2, 40, 0, true);
-        slot.site_alloc(3000, UNIT, 48);
+        slot.alloc(40, 0, false);
+        slot.alloc(48, 5, false);
+        slot.free(40, 0, true, false);
+        slot.alloc(1000, 0, false);
+        slot.site_alloc(3000, UNIT, 48, false);
         let raw = read_one(&slot);
         assert_eq!(
             raw.classes[2],
@@ -483,6 +551,7 @@ mod tests {
                 free_bytes: 40
             }
         );
+        assert_eq!(raw.classes[class_of(1000)].alloc_bytes, 1000);
         assert_eq!(raw.tags[5].alloc_bytes, 48);
         assert_eq!(raw.young_free, (1, 40));
         assert_eq!(raw.sites[3000].counts.alloc_bytes, 48);
@@ -491,8 +560,8 @@ mod tests {
     #[test]
     fn out_of_range_sites_are_ignored_without_panicking() {
         let slot = Slot::new();
-        slot.site_alloc(u32::MAX, UNIT, 8);
-        slot.site_free(u32::MAX, UNIT, 8, false);
+        slot.site_alloc(u32::MAX, UNIT, 8, false);
+        slot.site_free(u32::MAX, UNIT, 8, false, false);
         assert!(read_one(&slot).sites.is_empty());
     }
 }

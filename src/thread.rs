@@ -6,6 +6,10 @@
 //! passed straight to the inner allocator and marked untracked, which is what makes the tracker
 //! safe to re-enter. Counting an event never allocates, so the plain counting path does not need
 //! the guard.
+//!
+//! The fast path (`fast`) tests a single pointer: the thread's slot, kept non-null only while the
+//! thread owns a private slot and is not inside heapdelta. Everything else (the first event of a
+//! thread, nested events, teardown, the shared slot) goes through the cold `record_slow`.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -14,6 +18,9 @@ use crate::callsite::Sampler;
 use crate::stats::{self, Pending, Slot};
 
 struct State {
+    /// The thread's own slot while the fast path may count into it: set once the thread has a
+    /// private slot, null while `busy` is set (and before, and after teardown).
+    fast: Cell<*const Slot>,
     busy: Cell<bool>,
     slot: Cell<*const Slot>,
     index: Cell<u16>,
@@ -32,6 +39,7 @@ pub const STACK_WORDS: usize = 64;
 thread_local! {
     static STATE: State = const {
         State {
+            fast: Cell::new(ptr::null()),
             busy: Cell::new(false),
             slot: Cell::new(ptr::null()),
             index: Cell::new(0),
@@ -48,6 +56,18 @@ thread_local! {
 }
 
 impl State {
+    /// Sets or clears the guard and returns its previous value; the fast slot follows it.
+    fn set_busy(&self, busy: bool) -> bool {
+        let was = self.busy.replace(busy);
+        let fast = if busy || self.index.get() == 0 {
+            ptr::null()
+        } else {
+            self.slot.get()
+        };
+        self.fast.set(fast);
+        was
+    }
+
     fn with_pending(&self, f: impl FnOnce(&mut Pending)) {
         let mut p = Pending {
             bytes: self.pending_bytes.get(),
@@ -69,6 +89,7 @@ impl Drop for Owner {
             st.with_pending(stats::flush);
             stats::release(st.index.replace(0));
             st.slot.set(stats::shared_slot());
+            st.fast.set(ptr::null());
         });
     }
 }
@@ -78,31 +99,40 @@ pub struct Ctx<'a> {
     st: Option<&'a State>,
     /// The slot counters go to.
     pub slot: &'static Slot,
+    /// Whether `slot` is the shared one (its counters take atomic adds).
+    pub shared: bool,
 }
 
 impl Ctx<'_> {
-    /// Applies a live change for the peak.
-    #[inline]
-    pub fn note_live(&self, bytes: i64, blocks: i64) {
-        match self.st {
-            Some(st) => {
-                let b = st.pending_bytes.get().wrapping_add(bytes);
-                st.pending_bytes.set(b);
-                st.pending_blocks
-                    .set(st.pending_blocks.get().wrapping_add(blocks));
-                if stats::needs_refresh(b, st.limit.get()) {
-                    st.with_pending(stats::refresh);
-                }
-            }
-            None => {
-                let mut p = Pending {
-                    bytes,
-                    blocks,
-                    limit: 0,
-                };
-                stats::refresh(&mut p);
-                stats::flush(&mut p);
-            }
+    /// Notes a new block of `size` bytes for the peak.
+    #[inline(always)]
+    pub fn note_alloc(&self, size: usize) {
+        let Some(st) = self.st else {
+            return teardown_change(size as i64, 1);
+        };
+        let b = st.pending_bytes.get().wrapping_add(size as i64);
+        st.pending_bytes.set(b);
+        st.pending_blocks
+            .set(st.pending_blocks.get().wrapping_add(1));
+        // Growth can only cross the upper limit.
+        if b > st.limit.get() {
+            st.with_pending(stats::refresh);
+        }
+    }
+
+    /// Notes the end of a block of `size` bytes for the peak.
+    #[inline(always)]
+    pub fn note_free(&self, size: usize) {
+        let Some(st) = self.st else {
+            return teardown_change(-(size as i64), -1);
+        };
+        let b = st.pending_bytes.get().wrapping_sub(size as i64);
+        st.pending_bytes.set(b);
+        st.pending_blocks
+            .set(st.pending_blocks.get().wrapping_sub(1));
+        // A fall can only cross the lower limit.
+        if stats::needs_flush(b) {
+            st.with_pending(stats::refresh);
         }
     }
 
@@ -132,65 +162,121 @@ impl Ctx<'_> {
         f: impl FnOnce(&mut [usize; STACK_WORDS]) -> R,
     ) -> Option<R> {
         let st = self.st?;
-        if st.busy.replace(true) {
+        if st.set_busy(true) {
             // Already inside heapdelta: the buffer may be in use further up this thread's stack.
             return None;
         }
-        let _busy = Busy(&st.busy);
+        let _busy = Busy(st);
         // SAFETY: the buffer is only borrowed here, while `busy` is set; a nested call on this
         // thread sees `busy` and returns above, and no other thread can reach this thread-local.
         Some(f(unsafe { &mut *st.stack.get() }))
     }
 }
 
-struct Busy<'a>(&'a Cell<bool>);
+/// Folds a change made by a thread whose state is gone straight into the global figures.
+#[cold]
+fn teardown_change(bytes: i64, blocks: i64) {
+    let mut p = Pending {
+        bytes,
+        blocks,
+        limit: 0,
+    };
+    stats::refresh(&mut p);
+    stats::flush(&mut p);
+}
+
+struct Busy<'a>(&'a State);
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        self.0.set(false);
+        self.0.set_busy(false);
     }
 }
 
-/// Runs `f` with the thread's context, or returns `None` when the thread is inside heapdelta (a
-/// nested allocation, which must not be recorded).
-#[inline]
-pub fn record<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
+/// The thread's state and private slot when the fast path applies: the thread has a slot of its
+/// own and is not inside heapdelta.
+#[inline(always)]
+fn fast_slot() -> Option<(*const State, &'static Slot)> {
+    STATE
+        .try_with(|st| {
+            let slot = st.fast.get();
+            // SAFETY: `fast` is null or was set from a `&'static Slot`.
+            (!slot.is_null()).then(|| (st as *const State, unsafe { &*slot }))
+        })
+        .ok()
+        .flatten()
+}
+
+/// Runs `f` with the thread's context when the fast path applies (the thread has a slot of its own
+/// and is not inside heapdelta); `None` otherwise, without running it.
+#[inline(always)]
+pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
+    let (st, slot) = fast_slot()?;
+    // SAFETY: `st` points to this thread's state, which lives until the thread exits, so it
+    // outlives this call; the reference does not leave it.
+    Some(f(&Ctx {
+        st: Some(unsafe { &*st }),
+        slot,
+        shared: false,
+    }))
+}
+
+/// Runs `f` with the thread's context when the fast path does not apply: claims the thread's slot
+/// on its first event, uses the shared slot during teardown, and returns `None` without running
+/// `f` when the thread is inside heapdelta (a nested allocation, which must not be recorded).
+#[cold]
+#[inline(never)]
+pub fn record_slow<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
     let mut f = Some(f);
     let in_thread = STATE.try_with(|st| {
         if st.busy.get() {
             return None;
         }
         let slot = slot_of(st);
-        f.take().map(|f| f(&Ctx { st: Some(st), slot }))
+        f.take().map(|f| {
+            f(&Ctx {
+                st: Some(st),
+                slot,
+                shared: stats::is_shared(slot),
+            })
+        })
     });
     match in_thread {
         Ok(r) => r,
         // The thread's state is gone (teardown): count into the shared slot.
-        Err(_) => f.take().map(|f| {
-            f(&Ctx {
-                st: None,
-                slot: stats::shared_slot(),
-            })
-        }),
+        Err(_) => f.take().map(|f| f(&Ctx::teardown())),
     }
 }
 
-/// Like `record`, but also runs inside heapdelta (for frees, which only count and never allocate,
-/// and must be counted whoever triggers them).
-#[inline]
-pub fn record_always(f: impl FnOnce(&Ctx)) {
+/// Like `record_slow`, but also runs inside heapdelta (for frees, which only count and never
+/// allocate, and must be counted whoever triggers them).
+#[cold]
+#[inline(never)]
+pub fn record_always_slow(f: impl FnOnce(&Ctx)) {
     let mut f = Some(f);
     let _ = STATE.try_with(|st| {
         let slot = slot_of(st);
         if let Some(f) = f.take() {
-            f(&Ctx { st: Some(st), slot });
+            f(&Ctx {
+                st: Some(st),
+                slot,
+                shared: stats::is_shared(slot),
+            });
         }
     });
     if let Some(f) = f.take() {
-        f(&Ctx {
+        f(&Ctx::teardown());
+    }
+}
+
+impl Ctx<'_> {
+    /// The context of a thread whose state is gone: the shared slot, nothing pending.
+    fn teardown() -> Ctx<'static> {
+        Ctx {
             st: None,
             slot: stats::shared_slot(),
-        });
+            shared: true,
+        }
     }
 }
 
@@ -206,7 +292,7 @@ fn slot_of(st: &State) -> &'static Slot {
 
 #[cold]
 fn claim(st: &State) -> &'static Slot {
-    let was = st.busy.replace(true);
+    let was = st.set_busy(true);
     let (i, mut slot) = stats::claim();
     // Registering the destructor may allocate; the guard is set, so that allocation is untracked.
     if OWNER.try_with(|_| ()).is_err() {
@@ -222,19 +308,19 @@ fn claim(st: &State) -> &'static Slot {
     }
     st.slot.set(slot);
     crate::config::apply_once();
-    st.busy.set(was);
+    st.set_busy(was);
     slot
 }
 
 /// Runs heapdelta's own work (building snapshots, resolving symbols) with the guard set, so its
 /// allocations are not counted.
 pub fn untracked<R>(f: impl FnOnce() -> R) -> R {
-    let prev = STATE.try_with(|st| st.busy.replace(true)).ok();
+    let prev = STATE.try_with(|st| st.set_busy(true)).ok();
     struct Restore(Option<bool>);
     impl Drop for Restore {
         fn drop(&mut self) {
             if let Some(prev) = self.0 {
-                let _ = STATE.try_with(|st| st.busy.set(prev));
+                let _ = STATE.try_with(|st| st.set_busy(prev));
             }
         }
     }

@@ -7,7 +7,6 @@ use crate::callsite;
 use crate::checkpoint;
 use crate::config;
 use crate::header::{self, Header};
-use crate::sizeclass::class_of;
 use crate::stats::{self, UNIT};
 use crate::thread::{self, Ctx};
 
@@ -145,56 +144,101 @@ impl<A: GlobalAlloc> Tracker<A> {
     }
 
     /// Records a new block of `size` bytes and returns its header.
-    #[inline]
+    #[inline(always)]
     fn on_alloc(&self, size: usize) -> Header {
-        thread::record(|ctx| {
-            let (mode, depth) = config::effective(self.mode, self.depth);
-            record_alloc(ctx, size, mode, depth)
-        })
-        .unwrap_or(Header::UNTRACKED)
+        // Without a `HEAPDELTA` override the mode is the static's own, which the compiler sees.
+        if !config::overridden() {
+            if let Some(h) = thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth)) {
+                return h;
+            }
+        }
+        self.on_alloc_slow(size)
+    }
+
+    /// `on_alloc` under a `HEAPDELTA` override, or when the thread has no slot of its own yet, is
+    /// inside heapdelta, or is exiting.
+    #[inline(never)]
+    fn on_alloc_slow(&self, size: usize) -> Header {
+        let (mode, depth) = config::effective(self.mode, self.depth);
+        let record = |ctx: &Ctx| record_alloc(ctx, size, mode, depth);
+        thread::fast(record)
+            .or_else(|| thread::record_slow(record))
+            .unwrap_or(Header::UNTRACKED)
     }
 
     /// Records the end of a block of `size` bytes.
-    #[inline]
+    #[inline(always)]
     fn on_free(&self, h: Header, size: usize) {
         if !h.is_tracked() {
             return;
         }
-        thread::record_always(|ctx| {
-            let young = h.epoch == checkpoint::epoch() as u16;
-            ctx.slot.free(class_of(size), size as u64, h.tag, young);
+        if h.site != 0 || thread::fast(|ctx| count_free(ctx, h, size)).is_none() {
+            self.on_free_slow(h, size);
+        }
+    }
+
+    /// `on_free` for a block with a call site, or when the thread has no slot of its own, is
+    /// inside heapdelta, or is exiting.
+    #[inline(never)]
+    fn on_free_slow(&self, h: Header, size: usize) {
+        let record = |ctx: &Ctx| {
+            let young = count_free(ctx, h, size);
             if h.site != 0 {
-                let (mode, _) = config::effective(self.mode, self.depth);
-                let (units, bytes) = site_weight(size, h.is_sampled(), mode);
-                ctx.slot.site_free(h.site, units, bytes, young);
+                self.site_free(ctx, h, size, young);
             }
-            ctx.note_live(-(size as i64), -1);
-        });
+        };
+        if thread::fast(record).is_none() {
+            thread::record_always_slow(record);
+        }
+    }
+
+    /// Records the end of a block that has a call site.
+    fn site_free(&self, ctx: &Ctx, h: Header, size: usize, young: bool) {
+        let (mode, _) = config::effective(self.mode, self.depth);
+        let (units, bytes) = site_weight(size, h.is_sampled(), mode);
+        ctx.slot.site_free(h.site, units, bytes, young, ctx.shared);
     }
 }
 
-#[inline]
+/// Counts the end of a block of `size` bytes; returns whether it was born in the current epoch.
+#[inline(always)]
+fn count_free(ctx: &Ctx, h: Header, size: usize) -> bool {
+    let young = h.epoch == checkpoint::epoch() as u16;
+    ctx.slot.free(size, h.tag, young, ctx.shared);
+    ctx.note_free(size);
+    young
+}
+
+#[inline(always)]
 fn record_alloc(ctx: &Ctx, size: usize, mode: CallSites, depth: usize) -> Header {
     let tag = ctx.tag();
     let epoch = checkpoint::epoch();
-    ctx.slot.alloc(class_of(size), size as u64, tag);
+    ctx.slot.alloc(size, tag, ctx.shared);
     let (site, sampled) = match mode {
         CallSites::Off => (0, false),
-        CallSites::Exact => (capture_site(ctx, depth), false),
+        CallSites::Exact => (record_site(ctx, size, false, mode, depth), false),
         CallSites::Sampled { mean_bytes } => {
             if ctx.sample(size, mean_bytes) {
-                (capture_site(ctx, depth), true)
+                (record_site(ctx, size, true, mode, depth), true)
             } else {
                 (0, false)
             }
         }
     };
+    ctx.note_alloc(size);
+    Header::tracked(site, epoch, tag, sampled)
+}
+
+/// Captures the call site of a new block and counts the block there; returns the site (0 when
+/// none could be captured).
+#[inline(never)]
+fn record_site(ctx: &Ctx, size: usize, sampled: bool, mode: CallSites, depth: usize) -> u32 {
+    let site = capture_site(ctx, depth);
     if site != 0 {
         let (units, bytes) = site_weight(size, sampled, mode);
-        ctx.slot.site_alloc(site, units, bytes);
+        ctx.slot.site_alloc(site, units, bytes, ctx.shared);
     }
-    ctx.note_live(size as i64, 1);
-    Header::tracked(site, epoch, tag, sampled)
+    site
 }
 
 /// The call-site weight of a block: (blocks in `UNIT`s, bytes); sampled blocks stand for the
@@ -268,11 +312,10 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
         // SAFETY: `ptr` was returned by `alloc` with this layout (GlobalAlloc contract).
         let h = unsafe { checked_header(ptr) };
         self.on_free(h, layout.size());
-        let Some(outer) = header::outer_layout(layout) else {
-            return;
-        };
-        // SAFETY: `ptr - prefix` is the inner block, allocated with `outer`.
+        // SAFETY: the block was allocated with `layout`, so `outer_layout` accepted it then, and
+        // `ptr - prefix` is the inner block, allocated with that outer layout.
         unsafe {
+            let outer = header::outer_of_allocated(layout);
             self.inner
                 .dealloc(ptr.sub(header::prefix(layout.align())), outer)
         }
