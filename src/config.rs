@@ -324,6 +324,7 @@ mod tests {
         at_exit_report(&path).unwrap();
         let t = crate::Timeline::read_json(&path).unwrap();
         let labels: Vec<_> = t.checkpoints().iter().map(|c| c.label()).collect();
+        let _ = std::fs::remove_file(&path);
         assert!(labels.contains(&Some("before exit")), "{labels:?}");
         assert_eq!(labels.last(), Some(&Some("exit")));
     }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 struct Run {
@@ -31,7 +31,7 @@ where
 
 /// Writes the demo files into a fresh directory: `step1.json` and `step4.json` (snapshots) and
 /// `timeline.json`.
-fn demo(test: &str) -> PathBuf {
+fn demo(test: &str) -> common::TempDir {
     let dir = common::temp_dir(test);
     std::fs::write(dir.join("step1.json"), common::snapshot_file_at(1)).unwrap();
     std::fs::write(dir.join("step4.json"), common::snapshot_file()).unwrap();

@@ -30,7 +30,8 @@ fn snapshot_round_trips_equal() {
 
 #[test]
 fn snapshot_round_trips_through_a_file() {
-    let path = common::temp_dir("snapshot_file").join("s.json");
+    let dir = common::temp_dir("snapshot_file");
+    let path = dir.join("s.json");
     let s = demo_snapshot();
     s.write_json(&path).unwrap();
     assert_eq!(Snapshot::read_json(&path).unwrap(), s);
@@ -169,7 +170,8 @@ fn an_unknown_kind_is_rejected() {
 
 #[test]
 fn a_missing_file_is_an_io_error() {
-    let r = Snapshot::read_json(common::temp_dir("missing").join("nothing.json"));
+    let dir = common::temp_dir("missing");
+    let r = Snapshot::read_json(dir.join("nothing.json"));
     assert!(matches!(r, Err(Error::Io(_))));
 }
 

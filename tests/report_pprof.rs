@@ -230,7 +230,8 @@ fn go_tool_pprof_reads_the_profile() {
         eprintln!("skipped: Go is not installed, so `go tool pprof` cannot be tried");
         return;
     }
-    let path = common::temp_dir("go_pprof").join("demo.pb.gz");
+    let dir = common::temp_dir("go_pprof");
+    let path = dir.join("demo.pb.gz");
     demo_snapshot().write_pprof(&path).unwrap();
     let out = std::process::Command::new("go")
         .args(["tool", "pprof", "-top", "-sample_index=inuse_space"])

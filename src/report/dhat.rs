@@ -134,6 +134,7 @@ impl Snapshot {
     /// ```
     /// let path = std::env::temp_dir().join("heapdelta-doc-dhat.json");
     /// heapdelta::snapshot().write_dhat(&path)?;
+    /// # let _ = std::fs::remove_file(&path);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_dhat(&self, path: impl AsRef<Path>) -> io::Result<()> {
@@ -165,6 +166,7 @@ impl Delta {
     /// let step = heapdelta::checkpoint("step 1");
     /// let path = std::env::temp_dir().join("heapdelta-doc-dhat-delta.json");
     /// step.write_dhat(&path)?;
+    /// # let _ = std::fs::remove_file(&path);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_dhat(&self, path: impl AsRef<Path>) -> io::Result<()> {

@@ -69,6 +69,7 @@ impl Snapshot {
     ///     // Without the tracker installed nothing is live: nothing to draw.
     ///     Err(e) => assert!(!heapdelta::is_installed(), "{e}"),
     /// }
+    /// # let _ = std::fs::remove_file(&path);
     /// # drop(keep);
     /// # }
     /// ```
@@ -106,6 +107,7 @@ impl Delta {
     /// let path = std::env::temp_dir().join("heapdelta-doc-growth.svg");
     /// let drawn = growth.write_flamegraph(&path);
     /// assert_eq!(drawn.is_ok(), heapdelta::is_installed());
+    /// # let _ = std::fs::remove_file(&path);
     /// # drop(kept);
     /// # }
     /// ```

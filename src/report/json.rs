@@ -130,6 +130,7 @@ impl Snapshot {
     /// heapdelta::snapshot().write_json(&path)?;
     /// let back = heapdelta::Snapshot::read_json(&path)?;
     /// assert_eq!(back.label(), None);
+    /// # let _ = std::fs::remove_file(&path);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_json(&self, path: impl AsRef<Path>) -> io::Result<()> {
@@ -196,6 +197,7 @@ impl Timeline {
     /// heapdelta::timeline().write_json(&path)?;
     /// let back = heapdelta::Timeline::read_json(&path)?;
     /// assert!(back.find("loaded").is_ok());
+    /// # let _ = std::fs::remove_file(&path);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_json(&self, path: impl AsRef<Path>) -> io::Result<()> {

@@ -106,6 +106,7 @@ impl Timeline {
     /// }
     /// let path = std::env::temp_dir().join("heapdelta-doc-timeline.svg");
     /// heapdelta::timeline().write_plot(&path)?;
+    /// # let _ = std::fs::remove_file(&path);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_plot(&self, path: impl AsRef<Path>) -> io::Result<()> {

@@ -254,6 +254,7 @@ impl Snapshot {
     /// let path = std::env::temp_dir().join("heapdelta-doc.pb.gz");
     /// heapdelta::snapshot().write_pprof(&path)?;
     /// // then: go tool pprof -top heapdelta-doc.pb.gz
+    /// # let _ = std::fs::remove_file(&path);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_pprof(&self, path: impl AsRef<Path>) -> io::Result<()> {
@@ -287,6 +288,7 @@ impl Delta {
     /// let step = heapdelta::checkpoint("step 1");
     /// let path = std::env::temp_dir().join("heapdelta-doc-step.pb.gz");
     /// step.write_pprof(&path)?;
+    /// # let _ = std::fs::remove_file(&path);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_pprof(&self, path: impl AsRef<Path>) -> io::Result<()> {

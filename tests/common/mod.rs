@@ -268,9 +268,22 @@ pub fn timeline_file() -> String {
     json!({"heapdelta_format": 1, "kind": "timeline", "checkpoints": checkpoints}).to_string()
 }
 
-/// A fresh directory for one test's files.
-pub fn temp_dir(test: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("heapdelta-{}-{test}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("create a temporary directory");
-    dir
+/// A fresh directory for one test's files, removed with everything in it when dropped.
+pub struct TempDir(tempfile::TempDir);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+/// A fresh directory for one test's files (named after the test, for when one is kept by a crash).
+pub fn temp_dir(test: &str) -> TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("heapdelta-{test}-"))
+        .tempdir()
+        .expect("create a temporary directory");
+    TempDir(dir)
 }
