@@ -16,6 +16,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
+use paired::Contender;
+
+#[path = "common/paired.rs"]
+mod paired;
 use heapdelta::{CallSites, Pool, Tracker};
 
 static OFF: Tracker = Tracker::new().call_sites(CallSites::Off);
@@ -144,73 +148,75 @@ fn config() -> Criterion {
 
 criterion_group! { name = overhead; config = config(); targets = benches }
 
-/// The workloads of the ratio table: name, and one timed run of it on an allocator.
-type Workload = (&'static str, fn(&'static dyn GlobalAllocSync) -> Duration);
-
-/// `GlobalAlloc` behind a `dyn` reference, so the table can loop over allocators.
-trait GlobalAllocSync: Sync {
-    fn churn(&self, log_sizes: bool, ops: u64) -> Duration;
-    fn two_threads(&'static self, ops: u64) -> Duration;
+/// One timed run of `small_churn` / `mixed_churn` (`log_sizes`) on `a`: `ops` operations after
+/// setting up the live blocks, which are freed after the clock stops.
+fn timed_churn<A: GlobalAlloc>(a: &A, log_sizes: bool, ops: u64) -> Duration {
+    let mut c = Churn::new(a, log_sizes, 42);
+    let start = Instant::now();
+    c.run(a, ops);
+    let t = start.elapsed();
+    c.free_all(a);
+    t
 }
 
-impl<A: GlobalAlloc + Sync> GlobalAllocSync for A {
-    fn churn(&self, log_sizes: bool, ops: u64) -> Duration {
-        let mut c = Churn::new(self, log_sizes, 42);
-        let start = Instant::now();
-        c.run(self, ops);
-        let t = start.elapsed();
-        c.free_all(self);
-        t
-    }
-
-    fn two_threads(&'static self, ops: u64) -> Duration {
-        two_threads(self, ops / OPS)
-    }
-}
-
-const WORKLOADS: [Workload; 3] = [
-    ("small_churn", |a| a.churn(false, 200_000)),
-    ("mixed_churn", |a| a.churn(true, 40_000)),
-    ("small_churn_2t", |a| a.two_threads(200_000)),
-];
-
-/// Rounds of the ratio table; each runs every allocator once on every workload.
+/// Rounds of the ratio table.
 const ROUNDS: usize = 21;
 
-/// The ratio table: every round times each allocator on a workload back to back with its
-/// baseline, so slow phases of a shared machine hit both sides of a ratio alike; the table shows
-/// the median over rounds of those paired ratios, and their spread.
+/// The ratio table (see `paired`): each allocator's rounds run back to back with its baseline's.
 fn paired_ratios() {
     static SYSTEM: System = System;
-    let allocators: [(&str, &'static dyn GlobalAllocSync, usize); 6] = [
-        ("system", &SYSTEM, 0),
-        ("tracker_off", &OFF, 0),
-        ("tracker_exact", &EXACT, 0),
-        ("tracker_sampled", &SAMPLED, 0),
-        ("pool", &POOL, 0),
-        ("tracker_pool_off", &TRACKED_POOL, 4),
-    ];
     println!("\nratios to the baseline, paired within each of {ROUNDS} rounds (median [min–max]):");
-    for (workload, run) in WORKLOADS {
-        let mut times = vec![Vec::with_capacity(ROUNDS); allocators.len()];
-        run(allocators[0].1); // warm-up
-        for _ in 0..ROUNDS {
-            for (i, (_, a, _)) in allocators.iter().enumerate() {
-                times[i].push(run(*a).as_secs_f64());
-            }
-        }
-        for (i, (name, _, base)) in allocators.iter().enumerate().skip(1) {
-            let mut ratios: Vec<f64> = (0..ROUNDS).map(|r| times[i][r] / times[*base][r]).collect();
-            ratios.sort_by(f64::total_cmp);
-            println!(
-                "  {workload:<15} {name:<17} {:>5.2}x {:<7} [{:.2}–{:.2}]",
-                ratios[ROUNDS / 2],
-                allocators[*base].0,
-                ratios[0],
-                ratios[ROUNDS - 1]
-            );
-        }
+    macro_rules! contenders {
+        ($run:expr) => {
+            [
+                Contender {
+                    name: "system",
+                    run: &|| $run(&SYSTEM),
+                    base: 0,
+                },
+                Contender {
+                    name: "tracker_off",
+                    run: &|| $run(&OFF),
+                    base: 0,
+                },
+                Contender {
+                    name: "tracker_exact",
+                    run: &|| $run(&EXACT),
+                    base: 0,
+                },
+                Contender {
+                    name: "tracker_sampled",
+                    run: &|| $run(&SAMPLED),
+                    base: 0,
+                },
+                Contender {
+                    name: "pool",
+                    run: &|| $run(&POOL),
+                    base: 0,
+                },
+                Contender {
+                    name: "tracker_pool_off",
+                    run: &|| $run(&TRACKED_POOL),
+                    base: 4,
+                },
+            ]
+        };
     }
+    paired::print_ratios(
+        "small_churn",
+        ROUNDS,
+        &contenders!(|a| timed_churn(a, false, 200_000)),
+    );
+    paired::print_ratios(
+        "mixed_churn",
+        ROUNDS,
+        &contenders!(|a| timed_churn(a, true, 40_000)),
+    );
+    paired::print_ratios(
+        "small_churn_2t",
+        ROUNDS,
+        &contenders!(|a| two_threads(a, 200)),
+    );
 }
 
 fn main() {

@@ -2,13 +2,18 @@
 //! `GlobalAlloc` instance: 1,000 live blocks of random sizes 8–512 B, each step frees a random
 //! live block and allocates a new one in its place. Reported per step (one free + one alloc);
 //! the 2-thread runs do the same on two threads at once (time per step of one thread).
+//! After criterion's report, a table of ratios to `System` from paired rounds is printed.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use heapdelta::Pool;
 use mimalloc::MiMalloc;
+use paired::Contender;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+
+#[path = "common/paired.rs"]
+mod paired;
 
 const LIVE: usize = 1_000;
 const STEPS: u64 = 100_000;
@@ -87,4 +92,36 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+/// Rounds of the ratio table.
+const ROUNDS: usize = 21;
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    println!("\nratios to System, paired within each of {ROUNDS} rounds (median [min–max]):");
+    for threads in [1u64, 2] {
+        let workload = format!("small_churn_{threads}t");
+        paired::print_ratios(
+            &workload,
+            ROUNDS,
+            &[
+                Contender {
+                    name: "System",
+                    run: &|| churn_threads(&System, threads, STEPS),
+                    base: 0,
+                },
+                Contender {
+                    name: "Pool",
+                    run: &|| churn_threads(&POOL, threads, STEPS),
+                    base: 0,
+                },
+                Contender {
+                    name: "mimalloc",
+                    run: &|| churn_threads(&MIMALLOC, threads, STEPS),
+                    base: 0,
+                },
+            ],
+        );
+    }
+}
