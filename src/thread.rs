@@ -29,8 +29,16 @@ struct State {
     limit: Cell<i64>,
     tag: Cell<u8>,
     sampler: Cell<Sampler>,
-    /// Return addresses of the call site being captured (used only while `busy` is set).
-    stack: UnsafeCell<[usize; STACK_WORDS]>,
+    /// The call site being captured (used only while `busy` is set).
+    stack: UnsafeCell<StackBuffer>,
+}
+
+/// A thread's capture buffer, and what its last capture found.
+pub struct StackBuffer {
+    /// Return addresses; the first `last.0` of them are the last captured stack.
+    pub words: [usize; STACK_WORDS],
+    /// Length and site id of the last captured stack (`None` before the first).
+    pub last: Option<(usize, u32)>,
 }
 
 /// Words in the per-thread capture buffer.
@@ -48,7 +56,10 @@ thread_local! {
             limit: Cell::new(0),
             tag: Cell::new(0),
             sampler: Cell::new(Sampler::new(0)),
-            stack: UnsafeCell::new([0; STACK_WORDS]),
+            stack: UnsafeCell::new(StackBuffer {
+                words: [0; STACK_WORDS],
+                last: None,
+            }),
         }
     };
     /// Owns the thread's slot; its destructor gives the slot back when the thread exits.
@@ -157,10 +168,7 @@ impl Ctx<'_> {
     /// Runs `f` with the guard set and the thread's capture buffer, or `None` when the thread's
     /// state is gone. Allocations `f` makes are not recorded.
     #[inline]
-    pub fn with_stack_buffer<R>(
-        &self,
-        f: impl FnOnce(&mut [usize; STACK_WORDS]) -> R,
-    ) -> Option<R> {
+    pub fn with_stack_buffer<R>(&self, f: impl FnOnce(&mut StackBuffer) -> R) -> Option<R> {
         let st = self.st?;
         if st.set_busy(true) {
             // Already inside heapdelta: the buffer may be in use further up this thread's stack.

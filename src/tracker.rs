@@ -256,13 +256,19 @@ fn site_weight(size: usize, sampled: bool, mode: CallSites) -> (u64, u64) {
 }
 
 /// Captures the current stack into the thread's buffer and interns it (0 when the thread's state
-/// is gone).
+/// is gone). A stack equal to the thread's previous one (the usual case in a loop) reuses its id
+/// without a lookup: the walk compares each address with the buffer's as it writes it.
 #[inline]
 fn capture_site(ctx: &Ctx, depth: usize) -> u32 {
     ctx.with_stack_buffer(|buf| {
-        let buf = &mut buf[..depth.min(MAX_DEPTH)];
-        let (n, hash) = callsite::capture_hashed(buf, 0);
-        callsite::intern_hashed(buf.get(..n).unwrap_or(&[]), hash)
+        let words = &mut buf.words[..depth.min(MAX_DEPTH)];
+        let c = callsite::capture_into(words, 0);
+        let id = match buf.last {
+            Some((n, id)) if c.unchanged && n == c.n => id,
+            _ => callsite::intern_hashed(words.get(..c.n).unwrap_or(&[]), c.hash),
+        };
+        buf.last = Some((c.n, id));
+        id
     })
     .unwrap_or(0)
 }

@@ -30,6 +30,23 @@ fn walk_tree(depth: u32, out: &mut Vec<Vec<u8>>) -> u32 {
     walk_tree(depth - 1, out)
 }
 
+#[inline(never)]
+fn make_row(out: &mut Vec<Vec<u8>>) {
+    out.push(vec![4u8; 900]);
+}
+
+#[inline(never)]
+fn from_train(out: &mut Vec<Vec<u8>>) {
+    make_row(out);
+    std::hint::black_box(());
+}
+
+#[inline(never)]
+fn from_eval(out: &mut Vec<Vec<u8>>) {
+    make_row(out);
+    std::hint::black_box(());
+}
+
 /// The sites whose innermost frame is `function`, with the lines they report.
 fn sites_of<'a>(delta: &'a heapdelta::Delta, function: &str) -> Vec<&'a heapdelta::SiteDelta> {
     delta
@@ -80,4 +97,24 @@ fn an_allocation_reached_through_recursion_is_one_site_whatever_the_depth() {
     assert_eq!(sites.len(), 1, "{:?}", delta.sites());
     assert_eq!(sites[0].live_blocks, 6);
     assert_eq!(sites[0].site.frames()[0].line, Some(line));
+}
+
+#[test]
+fn one_allocation_reached_alternately_from_two_callers_is_counted_under_each_caller() {
+    let mut kept = Vec::with_capacity(64);
+    let ((), delta) = heapdelta::measure(|| {
+        for _ in 0..20 {
+            from_train(&mut kept);
+            from_eval(&mut kept);
+        }
+    });
+    let rows = sites_of(&delta, "make_row");
+    let blocks_via = |caller: &str| -> i64 {
+        rows.iter()
+            .filter(|s| s.site.frames().iter().any(|f| f.function.ends_with(caller)))
+            .map(|s| s.live_blocks)
+            .sum()
+    };
+    assert_eq!(blocks_via("from_train"), 20, "{:?}", delta.sites());
+    assert_eq!(blocks_via("from_eval"), 20, "{:?}", delta.sites());
 }

@@ -130,22 +130,45 @@ fn set_chain_end(fp: usize) {
 /// holds heapdelta's reentrancy guard, so that is not recorded).
 #[inline(never)]
 pub fn capture(out: &mut [usize], skip: usize) -> usize {
-    capture_hashed_here(out, skip).0
+    capture_hashed_here(out, skip).n
 }
 
 /// [`capture`], also returning `intern::hash_stack` of the captured stack, computed during the
 /// walk at almost no cost, for `intern::intern_hashed`.
 #[inline(never)]
 pub fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
+    let c = capture_hashed_here(out, skip);
+    (c.n, c.hash)
+}
+
+/// What a capture found.
+pub struct Captured {
+    /// Return addresses written.
+    pub n: usize,
+    /// `intern::hash_stack` of them.
+    pub hash: u64,
+    /// Whether `out[..n]` already held exactly these addresses before the capture (checked by
+    /// the frame-pointer walk as it writes; `false` whenever the unwinder was used).
+    pub unchanged: bool,
+}
+
+/// [`capture_hashed`], also telling whether the buffer already held the same stack: a caller that
+/// remembers what it made of the buffer's last stack can then skip interning it again.
+#[inline(never)]
+pub fn capture_into(out: &mut [usize], skip: usize) -> Captured {
     capture_hashed_here(out, skip)
 }
 
-/// The body of [`capture`] and [`capture_hashed`], inlined into each so that the frame the walk
-/// starts from is theirs.
+/// The body of the capture functions, inlined into each so that the frame the walk starts from is
+/// theirs.
 #[inline(always)]
-fn capture_hashed_here(out: &mut [usize], skip: usize) -> (usize, u64) {
+fn capture_hashed_here(out: &mut [usize], skip: usize) -> Captured {
     if out.is_empty() {
-        return (0, hash_stack(&[]));
+        return Captured {
+            n: 0,
+            hash: hash_stack(&[]),
+            unchanged: false,
+        };
     }
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
@@ -153,15 +176,28 @@ fn capture_hashed_here(out: &mut [usize], skip: usize) -> (usize, u64) {
             let fp = fp::current_frame_pointer();
             let walk = fp::walk(fp, stack_bounds(), out, skip, near_top());
             if walk.complete || (walk.outermost != 0 && walk.outermost == chain_end()) {
-                return (walk.n, walk.hash);
+                return Captured {
+                    n: walk.n,
+                    hash: walk.hash,
+                    unchanged: walk.unchanged,
+                };
             }
             UNWOUND.fetch_add(1, Ordering::Relaxed);
-            return check_with_unwinder(out, skip, &walk);
+            let (n, hash) = check_with_unwinder(out, skip, &walk);
+            return Captured {
+                n,
+                hash,
+                unchanged: false,
+            };
         }
     }
     UNWOUND.fetch_add(1, Ordering::Relaxed);
     let n = capture_unwind_from(out, skip);
-    (n, hash_stack(out.get(..n).unwrap_or(&[])))
+    Captured {
+        n,
+        hash: hash_stack(out.get(..n).unwrap_or(&[])),
+        unchanged: false,
+    }
 }
 
 /// Frames the unwinder sees beyond a complete frame-pointer chain: libc's start routines
@@ -416,6 +452,8 @@ mod fp {
         pub(super) complete: bool,
         /// Address of the last valid frame record (0 if none).
         pub(super) outermost: usize,
+        /// Every address written equals what `out` held at its place before.
+        pub(super) unchanged: bool,
     }
 
     /// Walks the frame records from `fp`, writing return addresses after the first `skip` into
@@ -430,37 +468,42 @@ mod fp {
     ) -> Walk {
         let mut n = 0usize;
         let mut hash = HASH_SEED;
-        let mut to_skip = skip;
         let mut last_good = 0usize;
-        while record_in_bounds(fp, bounds) {
-            // SAFETY: `record_in_bounds` checked that the two words at `fp` lie inside the current
-            // thread's stack, which is mapped and readable, and are aligned.
-            let (next, ret) = unsafe {
-                let record = fp as *const usize;
-                (record.read(), record.add(1).read())
-            };
+        let mut unchanged = true;
+        // Records lie at increasing addresses (checked below), so once the first one is at or
+        // above the stack's low end, all are: each step only checks alignment and the high end.
+        let high = bounds.1.saturating_sub(2 * std::mem::size_of::<usize>());
+        let readable = |fp: usize| fp.is_multiple_of(FRAME_ALIGN) && fp < high;
+        let mut to_skip = skip;
+        let mut live = record_in_bounds(fp, bounds);
+        while live && to_skip > 0 {
+            // SAFETY: `record_in_bounds` / `readable` checked that the two words at `fp` lie
+            // inside the current thread's stack, which is mapped and readable, and are aligned.
+            let (next, ret) = unsafe { read_record(fp) };
+            if ret < MIN_CODE_ADDRESS {
+                live = false;
+                break;
+            }
+            last_good = fp;
+            to_skip -= 1;
+            live = next > fp && readable(next);
+            fp = next;
+        }
+        while live {
+            // SAFETY: as above.
+            let (next, ret) = unsafe { read_record(fp) };
             if ret < MIN_CODE_ADDRESS {
                 break;
             }
             last_good = fp;
-            if to_skip > 0 {
-                to_skip -= 1;
-            } else {
-                match out.get_mut(n) {
-                    Some(slot) => {
-                        *slot = ret;
-                        n += 1;
-                        hash = hash_step(hash, ret);
-                        if n == out.len() {
-                            break;
-                        }
-                    }
-                    None => break,
-                }
-            }
-            if next <= fp {
+            let Some(slot) = out.get_mut(n) else {
                 break;
-            }
+            };
+            unchanged &= *slot == ret;
+            *slot = ret;
+            n += 1;
+            hash = hash_step(hash, ret);
+            live = n < out.len() && next > fp && readable(next);
             fp = next;
         }
         let full = n == out.len();
@@ -470,7 +513,19 @@ mod fp {
             hash: hash_finish(hash, n),
             complete: full || near,
             outermost: last_good,
+            unchanged,
         }
+    }
+
+    /// The saved frame pointer and return address of the frame record at `fp`.
+    ///
+    /// # Safety
+    /// The two words at `fp` must be readable.
+    #[inline(always)]
+    unsafe fn read_record(fp: usize) -> (usize, usize) {
+        let record = fp as *const usize;
+        // SAFETY: the caller guarantees both words are readable.
+        unsafe { (record.read(), record.add(1).read()) }
     }
 
     /// The probe's outer half: true when the frame record found in `probe_inner` returns into

@@ -15,7 +15,7 @@ mod site;
 mod symbols;
 mod typename;
 
-pub(crate) use capture::{capture, capture_hashed, frame_pointers_present, unwound_count};
+pub(crate) use capture::{capture, capture_into, frame_pointers_present, unwound_count};
 pub(crate) use intern::{intern, intern_hashed, site_count, stack, SiteId, NO_SITE, OVERFLOW};
 pub(crate) use sampler::{scale, scale_blocks, Sampler};
 pub use site::{Frame, Site};
