@@ -28,7 +28,8 @@ struct State {
     pending_blocks: Cell<i64>,
     limit: Cell<i64>,
     tag: Cell<u8>,
-    sampler: Cell<Sampler>,
+    /// Only ever borrowed inside `Ctx::sample`, which neither allocates nor re-enters.
+    sampler: UnsafeCell<Sampler>,
     /// The call site being captured (used only while `busy` is set).
     stack: UnsafeCell<StackBuffer>,
 }
@@ -55,7 +56,7 @@ thread_local! {
             pending_blocks: Cell::new(0),
             limit: Cell::new(0),
             tag: Cell::new(0),
-            sampler: Cell::new(Sampler::new(0)),
+            sampler: UnsafeCell::new(Sampler::new(0)),
             stack: UnsafeCell::new(StackBuffer {
                 words: [0; STACK_WORDS],
                 last: None,
@@ -157,12 +158,10 @@ impl Ctx<'_> {
     /// sample nothing).
     #[inline]
     pub fn sample(&self, size: usize, mean_bytes: u64) -> bool {
-        self.st.is_some_and(|st| {
-            let mut s = st.sampler.get();
-            let picked = s.sample(size, mean_bytes);
-            st.sampler.set(s);
-            picked
-        })
+        // SAFETY: the sampler is this thread's own and is borrowed only here, for a call that
+        // neither allocates nor calls back into heapdelta, so the borrow is unique.
+        self.st
+            .is_some_and(|st| unsafe { (*st.sampler.get()).sample(size, mean_bytes) })
     }
 
     /// Runs `f` with the guard set and the thread's capture buffer, or `None` when the thread's
@@ -310,9 +309,10 @@ fn claim(st: &State) -> &'static Slot {
     } else {
         st.index.set(i);
         // Each slot's sampler starts from its own fixed seed, so runs are repeatable.
-        st.sampler.set(Sampler::new(
-            0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        ));
+        let seeded =
+            Sampler::new(0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        // SAFETY: as in `Ctx::sample`: no borrow of the sampler is live while a slot is claimed.
+        unsafe { *st.sampler.get() = seeded };
     }
     st.slot.set(slot);
     crate::config::apply_once();

@@ -35,19 +35,30 @@ impl Sampler {
 
     /// Whether the allocation of `size` bytes is sampled, with a mean of one sample per
     /// `mean_bytes` bytes. `mean_bytes` of 0 or 1 samples every allocation.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn sample(&mut self, size: usize, mean_bytes: u64) -> bool {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        self.bytes_until_sample = self.bytes_until_sample.saturating_sub(size);
+        if self.bytes_until_sample > 0 {
+            return false;
+        }
+        self.crossed(size, mean_bytes)
+    }
+
+    /// `sample` once the countdown reached zero (also on the first call, whose countdown starts
+    /// at zero, and on every call when everything is sampled).
+    #[cold]
+    #[inline(never)]
+    fn crossed(&mut self, size: i64, mean_bytes: u64) -> bool {
         if mean_bytes <= 1 {
             return true;
         }
         if !self.started {
             self.started = true;
-            self.bytes_until_sample = self.next_interval(mean_bytes);
-        }
-        let size = i64::try_from(size).unwrap_or(i64::MAX);
-        self.bytes_until_sample = self.bytes_until_sample.saturating_sub(size);
-        if self.bytes_until_sample > 0 {
-            return false;
+            self.bytes_until_sample = self.next_interval(mean_bytes).saturating_sub(size);
+            if self.bytes_until_sample > 0 {
+                return false;
+            }
         }
         self.bytes_until_sample = self.next_interval(mean_bytes);
         true
