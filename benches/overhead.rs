@@ -6,8 +6,9 @@
 //! - `mixed_churn`: the same with sizes log-uniform over 8 B–64 KiB;
 //! - `small_churn_2t`: `small_churn` on two threads at once.
 //!
-//! Allocators: `System`, and `Tracker` over it with call sites off, exact, and sampled (512 KiB);
-//! `Pool`, and `Tracker<Pool>` with call sites off (its ratio is to `Pool`).
+//! Allocators: `System`; `stats_alloc`, a counter-only peer (global atomic counters, no per-block
+//! data), in the ratio table; `Tracker` over `System` with call sites off, exact, and sampled
+//! (512 KiB); `Pool`, and `Tracker<Pool>` with call sites off (its ratio is to `Pool`).
 //! After criterion's report, a table of ratios is printed: each comes from rounds in which the
 //! allocator and its baseline run back to back, so the machine's load drifts hit both alike.
 
@@ -27,6 +28,9 @@ static EXACT: Tracker = Tracker::new().call_sites(CallSites::Exact);
 static SAMPLED: Tracker = Tracker::new().call_sites(CallSites::Sampled {
     mean_bytes: 512 * 1024,
 });
+
+/// A counter-only peer: `stats_alloc` keeps global atomic counters and no per-block data.
+static PEER: stats_alloc::StatsAlloc<System> = stats_alloc::StatsAlloc::system();
 
 static POOL: Pool = Pool::new();
 static TRACKED_POOL: Tracker<Pool> = Tracker::wrap(Pool::new()).call_sites(CallSites::Off);
@@ -175,6 +179,11 @@ fn paired_ratios() {
                     base: 0,
                 },
                 Contender {
+                    name: "stats_alloc (peer)",
+                    run: &|| $run(&PEER),
+                    base: 0,
+                },
+                Contender {
                     name: "tracker_off",
                     run: &|| $run(&OFF),
                     base: 0,
@@ -197,7 +206,7 @@ fn paired_ratios() {
                 Contender {
                     name: "tracker_pool_off",
                     run: &|| $run(&TRACKED_POOL),
-                    base: 4,
+                    base: 5,
                 },
             ]
         };
