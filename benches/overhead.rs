@@ -8,7 +8,8 @@
 //!
 //! Allocators: `System`; `stats_alloc`, a counter-only peer (global atomic counters, no per-block
 //! data), in the ratio table; `Tracker` over `System` with call sites off, exact, and sampled
-//! (512 KiB); `Pool`, and `Tracker<Pool>` with call sites off (its ratio is to `Pool`).
+//! (512 KiB); `Pool`, and `Tracker<Pool>` with call sites off and `stats_alloc` over `Pool`
+//! (their ratios are to `Pool`).
 //! After criterion's report, a table of ratios is printed: each comes from rounds in which the
 //! allocator and its baseline run back to back, so the machine's load drifts hit both alike.
 
@@ -169,6 +170,9 @@ const ROUNDS: usize = 21;
 /// The ratio table (see `paired`): each allocator's rounds run back to back with its baseline's.
 fn paired_ratios() {
     static SYSTEM: System = System;
+    // `StatsAlloc::new` is not `const`: the peer over a pool is made here, for the whole run.
+    let peer_pool: &'static stats_alloc::StatsAlloc<Pool> =
+        Box::leak(Box::new(stats_alloc::StatsAlloc::new(Pool::new())));
     println!("\nratios to the baseline, paired within each of {ROUNDS} rounds (median [min–max]):");
     macro_rules! contenders {
         ($run:expr) => {
@@ -206,6 +210,11 @@ fn paired_ratios() {
                 Contender {
                     name: "tracker_pool_off",
                     run: &|| $run(&TRACKED_POOL),
+                    base: 5,
+                },
+                Contender {
+                    name: "stats_alloc<Pool>",
+                    run: &|| $run(peer_pool),
                     base: 5,
                 },
             ]
