@@ -194,8 +194,11 @@ impl<A: GlobalAlloc> Tracker<A> {
 
     /// Records the end of a block that has a call site.
     fn site_free(&self, ctx: &Ctx, h: Header, size: usize, young: bool) {
-        let (mode, _) = config::effective(self.mode, self.depth);
-        let (units, bytes) = site_weight(size, h.is_sampled(), mode);
+        let (units, bytes) = if h.is_sampled() {
+            site_weight(size, true, config::effective(self.mode, self.depth).0)
+        } else {
+            (UNIT, size as u64)
+        };
         ctx.slot.site_free(h.site, units, bytes, young, ctx.shared);
     }
 }
