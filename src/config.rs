@@ -110,10 +110,11 @@ static STATE: AtomicU8 = AtomicU8::new(0);
 static OVERRIDE: AtomicU64 = AtomicU64::new(0);
 static REPORT_PATH: OnceCell<PathBuf> = OnceCell::new();
 
-/// Whether `HEAPDELTA` overrides the trackers' call-site settings.
-#[inline(always)]
-pub(crate) fn overridden() -> bool {
-    OVERRIDE.load(Ordering::Relaxed) != 0
+/// Whether `HEAPDELTA` has been read and leaves the trackers' call-site settings as they are: the
+/// condition for a thread to record on the fast path, which uses those settings without a look
+/// at `HEAPDELTA`.
+pub(crate) fn static_settings_hold() -> bool {
+    STATE.load(Ordering::Acquire) == 2 && OVERRIDE.load(Ordering::Relaxed) == 0
 }
 
 /// The call-site mode and depth to use: the tracker's static ones unless `HEAPDELTA` overrides

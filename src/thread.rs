@@ -8,18 +8,21 @@
 //! the guard.
 //!
 //! The fast path (`fast`) tests a single pointer: the thread's slot, kept non-null only while the
-//! thread owns a private slot and is not inside heapdelta. Everything else (the first event of a
-//! thread, nested events, teardown, the shared slot) goes through the cold `record_slow`.
+//! thread owns a private slot, is not inside heapdelta, and `HEAPDELTA` (once read) does not
+//! override the trackers' settings. Everything else (the first event of a thread, nested events,
+//! teardown, the shared slot, an override) goes through the cold `record_slow`.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 
 use crate::callsite::Sampler;
+use crate::config;
 use crate::stats::{self, Pending, Slot};
 
 struct State {
     /// The thread's own slot while the fast path may count into it: set once the thread has a
-    /// private slot, null while `busy` is set (and before, and after teardown).
+    /// private slot and `HEAPDELTA` is read and overrides nothing; null while `busy` is set (and
+    /// before, and after teardown).
     fast: Cell<*const Slot>,
     busy: Cell<bool>,
     slot: Cell<*const Slot>,
@@ -71,13 +74,18 @@ impl State {
     /// Sets or clears the guard and returns its previous value; the fast slot follows it.
     fn set_busy(&self, busy: bool) -> bool {
         let was = self.busy.replace(busy);
-        let fast = if busy || self.index.get() == 0 {
+        self.refresh_fast();
+        was
+    }
+
+    /// Sets the fast slot from the thread's state and the configuration.
+    fn refresh_fast(&self) {
+        let fast = if self.busy.get() || self.index.get() == 0 || !config::static_settings_hold() {
             ptr::null()
         } else {
             self.slot.get()
         };
         self.fast.set(fast);
-        was
     }
 
     fn with_pending(&self, f: impl FnOnce(&mut Pending)) {
@@ -240,6 +248,9 @@ pub fn record_slow<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
             return None;
         }
         let slot = slot_of(st);
+        // A thread that claimed its slot while another was reading `HEAPDELTA` starts on this
+        // path; it moves to the fast one here once the configuration is known.
+        st.refresh_fast();
         f.take().map(|f| {
             f(&Ctx {
                 st: Some(st),
@@ -315,7 +326,7 @@ fn claim(st: &State) -> &'static Slot {
         unsafe { *st.sampler.get() = seeded };
     }
     st.slot.set(slot);
-    crate::config::apply_once();
+    config::apply_once();
     st.set_busy(was);
     slot
 }

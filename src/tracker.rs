@@ -146,13 +146,12 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// Records a new block of `size` bytes and returns its header.
     #[inline(always)]
     fn on_alloc(&self, size: usize) -> Header {
-        // Without a `HEAPDELTA` override the mode is the static's own, which the compiler sees.
-        if !config::overridden() {
-            if let Some(h) = thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth)) {
-                return h;
-            }
+        // The fast path is only open when `HEAPDELTA` overrides nothing, so the mode is the
+        // static's own, which the compiler sees.
+        match thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth)) {
+            Some(h) => h,
+            None => self.on_alloc_slow(size),
         }
-        self.on_alloc_slow(size)
     }
 
     /// `on_alloc` under a `HEAPDELTA` override, or when the thread has no slot of its own yet, is
@@ -160,10 +159,7 @@ impl<A: GlobalAlloc> Tracker<A> {
     #[inline(never)]
     fn on_alloc_slow(&self, size: usize) -> Header {
         let (mode, depth) = config::effective(self.mode, self.depth);
-        let record = |ctx: &Ctx| record_alloc(ctx, size, mode, depth);
-        thread::fast(record)
-            .or_else(|| thread::record_slow(record))
-            .unwrap_or(Header::UNTRACKED)
+        thread::record_slow(|ctx| record_alloc(ctx, size, mode, depth)).unwrap_or(Header::UNTRACKED)
     }
 
     /// Records the end of a block of `size` bytes.
