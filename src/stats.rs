@@ -426,15 +426,15 @@ fn read(slots: &[Slot]) -> Raw {
         // Frees before allocations, as for the other groups.
         for cnt in slots.iter().filter_map(|s| s.sizes.get(size as usize)) {
             let (free, young) = (cnt.free.get(), cnt.young_free.get());
-            c.free_blocks += free;
-            c.free_bytes += free * size;
-            raw.young_free.0 += young;
-            raw.young_free.1 += young * size;
+            c.free_blocks = c.free_blocks.wrapping_add(free);
+            c.free_bytes = c.free_bytes.wrapping_add(free.wrapping_mul(size));
+            raw.young_free.0 = raw.young_free.0.wrapping_add(young);
+            raw.young_free.1 = raw.young_free.1.wrapping_add(young.wrapping_mul(size));
         }
         for cnt in slots.iter().filter_map(|s| s.sizes.get(size as usize)) {
             let alloc = cnt.alloc.get();
-            c.alloc_blocks += alloc;
-            c.alloc_bytes += alloc * size;
+            c.alloc_blocks = c.alloc_blocks.wrapping_add(alloc);
+            c.alloc_bytes = c.alloc_bytes.wrapping_add(alloc.wrapping_mul(size));
         }
     }
     for s in slots {

@@ -208,32 +208,27 @@ impl Drop for Busy<'_> {
     }
 }
 
-/// The thread's state and private slot when the fast path applies: the thread has a slot of its
-/// own and is not inside heapdelta.
+/// Runs `f` with the thread's context when the fast path applies (the thread has a slot of its own,
+/// is not inside heapdelta, and `HEAPDELTA` overrides nothing); `None` otherwise, without running
+/// it.
 #[inline(always)]
-fn fast_slot() -> Option<(*const State, &'static Slot)> {
+pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
     STATE
         .try_with(|st| {
             let slot = st.fast.get();
-            // SAFETY: `fast` is null or was set from a `&'static Slot`.
-            (!slot.is_null()).then(|| (st as *const State, unsafe { &*slot }))
+            if slot.is_null() {
+                return None;
+            }
+            // SAFETY: a non-null `fast` was set from a `&'static Slot`.
+            let slot = unsafe { &*slot };
+            Some(f(&Ctx {
+                st: Some(st),
+                slot,
+                shared: false,
+            }))
         })
         .ok()
         .flatten()
-}
-
-/// Runs `f` with the thread's context when the fast path applies (the thread has a slot of its own
-/// and is not inside heapdelta); `None` otherwise, without running it.
-#[inline(always)]
-pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
-    let (st, slot) = fast_slot()?;
-    // SAFETY: `st` points to this thread's state, which lives until the thread exits, so it
-    // outlives this call; the reference does not leave it.
-    Some(f(&Ctx {
-        st: Some(unsafe { &*st }),
-        slot,
-        shared: false,
-    }))
 }
 
 /// Runs `f` with the thread's context when the fast path does not apply: claims the thread's slot
