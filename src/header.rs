@@ -52,6 +52,13 @@ impl Header {
         }
     }
 
+    /// Whether the block is counted, with no call site, no scope tag and valid magic bits: the
+    /// blocks whose frees the inlined fast path handles.
+    #[inline(always)]
+    pub fn is_plain(&self) -> bool {
+        self.site == 0 && self.tag == 0 && self.flags == MAGIC | TRACKED
+    }
+
     /// Whether the block is counted.
     pub fn is_tracked(&self) -> bool {
         self.flags & TRACKED != 0
@@ -91,7 +98,7 @@ impl Header {
 }
 
 /// Bytes in front of the user's block: the header, padded to keep the requested alignment.
-#[inline]
+#[inline(always)]
 pub fn prefix(align: usize) -> usize {
     if align <= HEADER_SIZE {
         HEADER_SIZE
@@ -108,7 +115,7 @@ pub fn outer_layout(layout: Layout) -> Option<Layout> {
 
 /// The inner layout for a block of `size` bytes aligned to `align` (a power of two, as every
 /// `Layout`'s alignment is).
-#[inline]
+#[inline(always)]
 pub fn outer_for(size: usize, align: usize) -> Option<Layout> {
     let prefix = prefix(align);
     // `prefix` is a power of two >= `align`; a `Layout` needs `total` rounded up to it to fit in
@@ -121,16 +128,16 @@ pub fn outer_for(size: usize, align: usize) -> Option<Layout> {
     Some(unsafe { Layout::from_size_align_unchecked(size + prefix, prefix) })
 }
 
-/// The inner layout of a block the tracker handed out for `layout`.
+/// The inner layout of a block of `size` bytes the tracker handed out with `prefix` (the
+/// `prefix` of its alignment).
 ///
 /// # Safety
-/// `outer_layout(layout)` must be `Some`, as it was when the block was allocated with `layout`.
-#[inline]
-pub unsafe fn outer_of_allocated(layout: Layout) -> Layout {
-    let prefix = prefix(layout.align());
-    // SAFETY: the caller guarantees `outer_layout` accepted this layout, and it builds exactly
-    // this one.
-    unsafe { Layout::from_size_align_unchecked(layout.size() + prefix, prefix) }
+/// `outer_for(size, prefix)` must be `Some`, as it was when the block was allocated.
+#[inline(always)]
+pub unsafe fn outer_of_allocated(size: usize, prefix: usize) -> Layout {
+    // SAFETY: the caller guarantees `outer_for` accepted this size and prefix, and it builds
+    // exactly this layout (`prefix(prefix) == prefix`).
+    unsafe { Layout::from_size_align_unchecked(size + prefix, prefix) }
 }
 
 #[cfg(test)]

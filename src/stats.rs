@@ -209,6 +209,7 @@ impl Slot {
         }
     }
 
+    #[inline(always)]
     fn alloc_large(&self, size: usize, s: bool) {
         if let Some(q) = self.classes.get(class_of(size)) {
             q.alloc_blocks.add(1, s);
@@ -216,6 +217,7 @@ impl Slot {
         }
     }
 
+    #[inline(always)]
     fn free_large(&self, size: usize, young: bool, s: bool) {
         if let Some(q) = self.classes.get(class_of(size)) {
             q.free_blocks.add(1, s);

@@ -16,7 +16,9 @@ use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 
 use crate::callsite::Sampler;
+use crate::checkpoint;
 use crate::config;
+use crate::header::Header;
 use crate::stats::{self, Pending, Slot};
 
 struct State {
@@ -229,6 +231,59 @@ pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
         })
         .ok()
         .flatten()
+}
+
+/// The inlined path of a plain allocation of `size` bytes: no call site (or, with `sampled`, one
+/// the sampler does not pick), outside any scope, and not reaching the peak. Counts the block and
+/// returns its header; returns `None` having changed nothing when any of that does not hold, or
+/// the thread has no slot of its own, is inside heapdelta, or runs under a `HEAPDELTA` override,
+/// so the caller runs the general path instead.
+#[inline(always)]
+pub fn fast_alloc(size: usize, sampled: bool) -> Option<Header> {
+    STATE
+        .try_with(|st| {
+            let slot = st.fast.get();
+            let bytes = st.pending_bytes.get().wrapping_add(size as i64);
+            if slot.is_null() || st.tag.get() != 0 || bytes > st.limit.get() {
+                return None;
+            }
+            // SAFETY: as in `Ctx::sample`: the thread's own sampler, borrowed for a call that
+            // neither allocates nor re-enters.
+            if sampled && !unsafe { (*st.sampler.get()).skip(size) } {
+                return None;
+            }
+            st.pending_bytes.set(bytes);
+            st.pending_blocks
+                .set(st.pending_blocks.get().wrapping_add(1));
+            // SAFETY: a non-null `fast` was set from a `&'static Slot`, the thread's private one.
+            unsafe { &*slot }.alloc(size, 0, false);
+            Some(Header::tracked(0, checkpoint::epoch(), 0, false))
+        })
+        .ok()
+        .flatten()
+}
+
+/// The inlined path of freeing a plain block (`h.is_plain()`) of `size` bytes: counts it and
+/// returns `true`, or returns `false` having changed nothing when the general path must run (as
+/// for `fast_alloc`, or when the fall in live bytes must be folded into the global figure).
+#[inline(always)]
+pub fn fast_free(h: Header, size: usize) -> bool {
+    STATE
+        .try_with(|st| {
+            let slot = st.fast.get();
+            let bytes = st.pending_bytes.get().wrapping_sub(size as i64);
+            if slot.is_null() || stats::needs_flush(bytes) {
+                return false;
+            }
+            st.pending_bytes.set(bytes);
+            st.pending_blocks
+                .set(st.pending_blocks.get().wrapping_sub(1));
+            let young = h.epoch == checkpoint::epoch() as u16;
+            // SAFETY: as in `fast_alloc`.
+            unsafe { &*slot }.free(size, 0, young, false);
+            true
+        })
+        .unwrap_or(false)
 }
 
 /// Runs `f` with the thread's context when the fast path does not apply: claims the thread's slot

@@ -6,7 +6,7 @@ use std::ptr;
 use crate::callsite;
 use crate::checkpoint;
 use crate::config;
-use crate::header::{self, Header};
+use crate::header::{self, Header, HEADER_SIZE};
 use crate::stats::{self, UNIT};
 use crate::thread::{self, Ctx};
 
@@ -121,13 +121,51 @@ impl<A: GlobalAlloc> Tracker<A> {
     ///
     /// # Safety
     /// `inner_alloc` must return null or a block of the layout it is given.
-    #[inline]
+    #[inline(always)]
     unsafe fn alloc_with(
         &self,
         layout: Layout,
         inner_alloc: impl FnOnce(Layout) -> *mut u8,
     ) -> *mut u8 {
-        let Some(outer) = header::outer_layout(layout) else {
+        if layout.align() <= HEADER_SIZE {
+            // Nearly every request: the prefix is the header alone, a constant the inner
+            // allocator's own alignment checks fold with.
+            // SAFETY: `HEADER_SIZE` is `prefix(layout.align())`; the caller's contract.
+            unsafe { self.place(layout.size(), HEADER_SIZE, inner_alloc) }
+        } else {
+            // SAFETY: as above, for this alignment's prefix.
+            unsafe { self.alloc_aligned(layout, inner_alloc) }
+        }
+    }
+
+    /// `alloc_with` for alignments above the header's.
+    ///
+    /// # Safety
+    /// As for `alloc_with`.
+    #[inline(never)]
+    unsafe fn alloc_aligned(
+        &self,
+        layout: Layout,
+        inner_alloc: impl FnOnce(Layout) -> *mut u8,
+    ) -> *mut u8 {
+        // SAFETY: the prefix is `prefix(layout.align())`; the caller's contract.
+        unsafe { self.place(layout.size(), header::prefix(layout.align()), inner_alloc) }
+    }
+
+    /// Gets an inner block of `prefix + size` bytes aligned to `prefix`, records it and writes
+    /// its header.
+    ///
+    /// # Safety
+    /// `prefix` must be `header::prefix` of the requested alignment, and `inner_alloc` must
+    /// return null or a block of the layout it is given.
+    #[inline(always)]
+    unsafe fn place(
+        &self,
+        size: usize,
+        prefix: usize,
+        inner_alloc: impl FnOnce(Layout) -> *mut u8,
+    ) -> *mut u8 {
+        let Some(outer) = header::outer_for(size, prefix) else {
             return ptr::null_mut();
         };
         let base = inner_alloc(outer);
@@ -137,17 +175,35 @@ impl<A: GlobalAlloc> Tracker<A> {
         // SAFETY: `base` has `outer.size() = prefix + size` bytes, so `user` is in bounds and the
         // header fits in the prefix.
         unsafe {
-            let user = base.add(header::prefix(layout.align()));
-            self.on_alloc(layout.size()).write(user);
+            let user = base.add(prefix);
+            self.on_alloc(size).write(user);
             user
         }
     }
 
     /// Records a new block of `size` bytes and returns its header.
+    ///
+    /// Without call sites (and for the allocations `Sampled` does not pick) this is the inlined
+    /// `thread::fast_alloc`; everything else runs out of line, so it does not weigh on that path.
     #[inline(always)]
     fn on_alloc(&self, size: usize) -> Header {
-        // The fast path is only open when `HEAPDELTA` overrides nothing, so the mode is the
-        // static's own, which the compiler sees.
+        let fast = match self.mode {
+            CallSites::Off => thread::fast_alloc(size, false),
+            CallSites::Sampled { .. } => thread::fast_alloc(size, true),
+            CallSites::Exact => None,
+        };
+        match fast {
+            Some(h) => h,
+            None => self.on_alloc_general(size),
+        }
+    }
+
+    /// `on_alloc` when the inlined path does not apply: call sites, scopes, the peak, a thread
+    /// without a slot of its own or inside heapdelta, a `HEAPDELTA` override.
+    #[inline(never)]
+    fn on_alloc_general(&self, size: usize) -> Header {
+        // The fast slot is only open when `HEAPDELTA` overrides nothing, so the mode is the
+        // static's own.
         match thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth)) {
             Some(h) => h,
             None => self.on_alloc_slow(size),
@@ -156,27 +212,31 @@ impl<A: GlobalAlloc> Tracker<A> {
 
     /// `on_alloc` under a `HEAPDELTA` override, or when the thread has no slot of its own yet, is
     /// inside heapdelta, or is exiting.
+    #[cold]
     #[inline(never)]
     fn on_alloc_slow(&self, size: usize) -> Header {
         let (mode, depth) = config::effective(self.mode, self.depth);
         thread::record_slow(|ctx| record_alloc(ctx, size, mode, depth)).unwrap_or(Header::UNTRACKED)
     }
 
-    /// Records the end of a block of `size` bytes.
+    /// Records the end of a block of `size` bytes whose header is `h`.
     #[inline(always)]
     fn on_free(&self, h: Header, size: usize) {
-        if !h.is_tracked() {
-            return;
-        }
-        if h.site != 0 || thread::fast(|ctx| count_free(ctx, h, size)).is_none() {
-            self.on_free_slow(h, size);
+        if !(h.is_plain() && thread::fast_free(h, size)) {
+            self.on_free_general(h, size);
         }
     }
 
-    /// `on_free` for a block with a call site, or when the thread has no slot of its own, is
-    /// inside heapdelta, or is exiting.
+    /// `on_free` when the inlined path does not apply: a block with a call site or a scope tag, an
+    /// untracked or damaged block, the peak, a thread without a slot of its own or exiting.
     #[inline(never)]
-    fn on_free_slow(&self, h: Header, size: usize) {
+    fn on_free_general(&self, h: Header, size: usize) {
+        if !h.is_valid() {
+            bad_header();
+        }
+        if !h.is_tracked() {
+            return;
+        }
         let record = |ctx: &Ctx| {
             let young = count_free(ctx, h, size);
             if h.site != 0 {
@@ -208,6 +268,8 @@ fn count_free(ctx: &Ctx, h: Header, size: usize) -> bool {
     young
 }
 
+/// Counts a new block of `size` bytes and records its call site as `mode` says; returns its
+/// header.
 #[inline(always)]
 fn record_alloc(ctx: &Ctx, size: usize, mode: CallSites, depth: usize) -> Header {
     let tag = ctx.tag();
@@ -300,7 +362,7 @@ unsafe fn checked_header(ptr: *mut u8) -> Header {
 // recomputed from the caller's layout on dealloc/realloc, so the inner allocator always sees the
 // layouts it handed out.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
-    #[inline]
+    #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: `outer` has a non-zero size (it includes the header).
         unsafe { self.alloc_with(layout, |outer| self.inner.alloc(outer)) }
@@ -312,17 +374,24 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
         unsafe { self.alloc_with(layout, |outer| self.inner.alloc_zeroed(outer)) }
     }
 
-    #[inline]
+    #[inline(always)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was returned by `alloc` with this layout (GlobalAlloc contract).
-        let h = unsafe { checked_header(ptr) };
+        // SAFETY: `ptr` was returned by `alloc` with this layout (GlobalAlloc contract), so the
+        // header precedes it; `on_free` checks its magic bits.
+        let h = unsafe { Header::read(ptr) };
         self.on_free(h, layout.size());
         // SAFETY: the block was allocated with `layout`, so `outer_layout` accepted it then, and
-        // `ptr - prefix` is the inner block, allocated with that outer layout.
+        // `ptr - prefix` is the inner block, allocated with that outer layout (for alignments up
+        // to the header's, `prefix` is `HEADER_SIZE`, a constant the inner allocator folds with).
         unsafe {
-            let outer = header::outer_of_allocated(layout);
-            self.inner
-                .dealloc(ptr.sub(header::prefix(layout.align())), outer)
+            if layout.align() <= HEADER_SIZE {
+                let outer = header::outer_of_allocated(layout.size(), HEADER_SIZE);
+                self.inner.dealloc(ptr.sub(HEADER_SIZE), outer)
+            } else {
+                let prefix = header::prefix(layout.align());
+                let outer = header::outer_of_allocated(layout.size(), prefix);
+                self.inner.dealloc(ptr.sub(prefix), outer)
+            }
         }
     }
 

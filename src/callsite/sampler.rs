@@ -45,6 +45,19 @@ impl Sampler {
         self.crossed(size, mean_bytes)
     }
 
+    /// Counts down `size` bytes and returns `true` when that does not reach the next sample;
+    /// otherwise changes nothing and returns `false` (then `sample` must decide). `size` is at
+    /// most `isize::MAX`, as every `Layout`'s.
+    #[inline(always)]
+    pub(crate) fn skip(&mut self, size: usize) -> bool {
+        let left = self.bytes_until_sample.saturating_sub(size as i64);
+        if left > 0 {
+            self.bytes_until_sample = left;
+            return true;
+        }
+        false
+    }
+
     /// `sample` once the countdown reached zero (also on the first call, whose countdown starts
     /// at zero, and on every call when everything is sampled).
     #[cold]
@@ -163,6 +176,17 @@ mod tests {
     #[test]
     fn different_seeds_sample_differently() {
         assert_ne!(estimate(3, 4096).0, estimate(4, 4096).0);
+    }
+
+    #[test]
+    fn trying_skip_first_picks_exactly_the_allocations_sample_alone_picks() {
+        let (mut alone, mut skipping) = (Sampler::new(11), Sampler::new(11));
+        for size in workload(200_000) {
+            let size = size as usize;
+            let picked = alone.sample(size, 8192);
+            let picked_after_skip = !skipping.skip(size) && skipping.sample(size, 8192);
+            assert_eq!(picked, picked_after_skip, "size {size}");
+        }
     }
 
     #[test]
