@@ -7,10 +7,12 @@
 //! safe to re-enter. Counting an event never allocates, so the plain counting path does not need
 //! the guard.
 //!
-//! The fast path (`fast`) tests a single pointer: the thread's slot, kept non-null only while the
-//! thread owns a private slot, is not inside heapdelta, and `HEAPDELTA` (once read) does not
-//! override the trackers' settings. Everything else (the first event of a thread, nested events,
-//! teardown, the shared slot, an override) goes through the cold `record_slow`.
+//! The fast paths test a single pointer: the thread's slot, kept non-null only while the thread
+//! owns a private slot, is not inside heapdelta, is outside any scope, and `HEAPDELTA` (once read)
+//! does not override the trackers' settings. `fast_alloc` and `fast_free` are the inlined paths of
+//! plain blocks (no call site, no tag); `fast` runs any recording step under the same condition.
+//! Everything else (the first event of a thread, nested events, scopes, teardown, the shared slot,
+//! an override) goes through the cold `record_slow`.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -23,8 +25,8 @@ use crate::stats::{self, Pending, Slot};
 
 struct State {
     /// The thread's own slot while the fast path may count into it: set once the thread has a
-    /// private slot and `HEAPDELTA` is read and overrides nothing; null while `busy` is set (and
-    /// before, and after teardown).
+    /// private slot and `HEAPDELTA` is read and overrides nothing; null while `busy` is set or a
+    /// scope tag is (and before, and after teardown).
     fast: Cell<*const Slot>,
     busy: Cell<bool>,
     slot: Cell<*const Slot>,
@@ -82,7 +84,11 @@ impl State {
 
     /// Sets the fast slot from the thread's state and the configuration.
     fn refresh_fast(&self) {
-        let fast = if self.busy.get() || self.index.get() == 0 || !config::static_settings_hold() {
+        let fast = if self.busy.get()
+            || self.index.get() == 0
+            || self.tag.get() != 0
+            || !config::static_settings_hold()
+        {
             ptr::null()
         } else {
             self.slot.get()
@@ -179,11 +185,14 @@ impl Ctx<'_> {
     #[inline]
     pub fn with_stack_buffer<R>(&self, f: impl FnOnce(&mut StackBuffer) -> R) -> Option<R> {
         let st = self.st?;
-        if st.set_busy(true) {
+        if st.busy.replace(true) {
             // Already inside heapdelta: the buffer may be in use further up this thread's stack.
             return None;
         }
-        let _busy = Busy(st);
+        // The guard closes the fast slot while `f` runs. Nothing `f` does changes the thread's
+        // slot or tag, and the configuration can only ever open the slot, so restoring the value
+        // found here is safe: at worst the slot stays closed until the next slow event reopens it.
+        let _busy = Busy(st, st.fast.replace(ptr::null()));
         // SAFETY: the buffer is only borrowed here, while `busy` is set; a nested call on this
         // thread sees `busy` and returns above, and no other thread can reach this thread-local.
         Some(f(unsafe { &mut *st.stack.get() }))
@@ -202,17 +211,19 @@ fn teardown_change(bytes: i64, blocks: i64) {
     stats::flush(&mut p);
 }
 
-struct Busy<'a>(&'a State);
+/// Clears the guard set by `with_stack_buffer` and restores the fast slot it closed.
+struct Busy<'a>(&'a State, *const Slot);
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        self.0.set_busy(false);
+        self.0.busy.set(false);
+        self.0.fast.set(self.1);
     }
 }
 
-/// Runs `f` with the thread's context when the fast path applies (the thread has a slot of its own,
-/// is not inside heapdelta, and `HEAPDELTA` overrides nothing); `None` otherwise, without running
-/// it.
+/// Runs `f` with the thread's context when the fast slot is open (the thread has a slot of its
+/// own, is not inside heapdelta nor in a scope, and `HEAPDELTA` overrides nothing); `None`
+/// otherwise, without running it.
 #[inline(always)]
 pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
     STATE
@@ -234,17 +245,16 @@ pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
 }
 
 /// The inlined path of a plain allocation of `size` bytes: no call site (or, with `sampled`, one
-/// the sampler does not pick), outside any scope, and not reaching the peak. Counts the block and
-/// returns its header; returns `None` having changed nothing when any of that does not hold, or
-/// the thread has no slot of its own, is inside heapdelta, or runs under a `HEAPDELTA` override,
-/// so the caller runs the general path instead.
+/// the sampler does not pick) and not reaching the peak. Counts the block and returns its header;
+/// returns `None` having changed nothing when that does not hold or the fast slot is closed (see
+/// `State::fast`), so the caller runs the general path instead.
 #[inline(always)]
 pub fn fast_alloc(size: usize, sampled: bool) -> Option<Header> {
     STATE
         .try_with(|st| {
             let slot = st.fast.get();
             let bytes = st.pending_bytes.get().wrapping_add(size as i64);
-            if slot.is_null() || st.tag.get() != 0 || bytes > st.limit.get() {
+            if slot.is_null() || bytes > st.limit.get() {
                 return None;
             }
             // SAFETY: as in `Ctx::sample`: the thread's own sampler, borrowed for a call that
@@ -404,5 +414,11 @@ pub fn own_slot() -> Option<&'static Slot> {
 
 /// Sets the thread's scope tag and returns the previous one.
 pub fn set_tag(tag: u8) -> u8 {
-    STATE.try_with(|st| st.tag.replace(tag)).unwrap_or(0)
+    STATE
+        .try_with(|st| {
+            let previous = st.tag.replace(tag);
+            st.refresh_fast();
+            previous
+        })
+        .unwrap_or(0)
 }

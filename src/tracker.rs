@@ -152,6 +152,20 @@ impl<A: GlobalAlloc> Tracker<A> {
         unsafe { self.place(layout.size(), header::prefix(layout.align()), inner_alloc) }
     }
 
+    /// Hands a block aligned above the header's back to the inner allocator.
+    ///
+    /// # Safety
+    /// `ptr` must be a block of this tracker allocated with `layout`.
+    #[inline(never)]
+    unsafe fn dealloc_aligned(&self, ptr: *mut u8, layout: Layout) {
+        let prefix = header::prefix(layout.align());
+        // SAFETY: as in `dealloc`: `ptr - prefix` is the inner block, allocated with this layout.
+        unsafe {
+            let outer = header::outer_of_allocated(layout.size(), prefix);
+            self.inner.dealloc(ptr.sub(prefix), outer)
+        }
+    }
+
     /// Gets an inner block of `prefix + size` bytes aligned to `prefix`, records it and writes
     /// its header.
     ///
@@ -326,7 +340,7 @@ fn capture_site(ctx: &Ctx, depth: usize) -> u32 {
         let c = callsite::capture_into(words, 0);
         let id = match buf.last {
             Some((n, id)) if c.unchanged && n == c.n => id,
-            _ => callsite::intern_hashed(words.get(..c.n).unwrap_or(&[]), c.hash),
+            _ => callsite::intern(words.get(..c.n).unwrap_or(&[])),
         };
         buf.last = Some((c.n, id));
         id
@@ -388,9 +402,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
                 let outer = header::outer_of_allocated(layout.size(), HEADER_SIZE);
                 self.inner.dealloc(ptr.sub(HEADER_SIZE), outer)
             } else {
-                let prefix = header::prefix(layout.align());
-                let outer = header::outer_of_allocated(layout.size(), prefix);
-                self.inner.dealloc(ptr.sub(prefix), outer)
+                self.dealloc_aligned(ptr, layout)
             }
         }
     }

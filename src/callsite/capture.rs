@@ -63,7 +63,7 @@
 
 use std::cell::Cell;
 
-use super::intern::{hash_finish, hash_stack, hash_step, HASH_SEED};
+use super::intern::hash_stack;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 /// A walk that stops more than this many bytes below the stack's outer end, with room left in the
@@ -133,27 +133,26 @@ pub fn capture(out: &mut [usize], skip: usize) -> usize {
     capture_hashed_here(out, skip).n
 }
 
-/// [`capture`], also returning `intern::hash_stack` of the captured stack, computed during the
-/// walk at almost no cost, for `intern::intern_hashed`.
+/// [`capture`], also returning `intern::hash_stack` of the captured stack, for
+/// `intern::intern_hashed`.
 #[inline(never)]
 pub fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
-    let c = capture_hashed_here(out, skip);
-    (c.n, c.hash)
+    let n = capture_hashed_here(out, skip).n;
+    (n, hash_stack(out.get(..n).unwrap_or(&[])))
 }
 
 /// What a capture found.
 pub struct Captured {
     /// Return addresses written.
     pub n: usize,
-    /// `intern::hash_stack` of them.
-    pub hash: u64,
     /// Whether `out[..n]` already held exactly these addresses before the capture (checked by
     /// the frame-pointer walk as it writes; `false` whenever the unwinder was used).
     pub unchanged: bool,
 }
 
-/// [`capture_hashed`], also telling whether the buffer already held the same stack: a caller that
-/// remembers what it made of the buffer's last stack can then skip interning it again.
+/// [`capture`], also telling whether the buffer already held the same stack: a caller that
+/// remembers what it made of the buffer's last stack can then skip hashing and interning it
+/// again.
 #[inline(never)]
 pub fn capture_into(out: &mut [usize], skip: usize) -> Captured {
     capture_hashed_here(out, skip)
@@ -166,7 +165,6 @@ fn capture_hashed_here(out: &mut [usize], skip: usize) -> Captured {
     if out.is_empty() {
         return Captured {
             n: 0,
-            hash: hash_stack(&[]),
             unchanged: false,
         };
     }
@@ -178,24 +176,19 @@ fn capture_hashed_here(out: &mut [usize], skip: usize) -> Captured {
             if walk.complete || (walk.outermost != 0 && walk.outermost == chain_end()) {
                 return Captured {
                     n: walk.n,
-                    hash: walk.hash,
                     unchanged: walk.unchanged,
                 };
             }
             UNWOUND.fetch_add(1, Ordering::Relaxed);
-            let (n, hash) = check_with_unwinder(out, skip, &walk);
             return Captured {
-                n,
-                hash,
+                n: check_with_unwinder(out, skip, &walk),
                 unchanged: false,
             };
         }
     }
     UNWOUND.fetch_add(1, Ordering::Relaxed);
-    let n = capture_unwind_from(out, skip);
     Captured {
-        n,
-        hash: hash_stack(out.get(..n).unwrap_or(&[])),
+        n: capture_unwind_from(out, skip),
         unchanged: false,
     }
 }
@@ -213,7 +206,7 @@ const LIBC_OUTER_FRAMES: usize = 3;
 /// unwinder's result is returned.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-fn check_with_unwinder(out: &mut [usize], skip: usize, walk: &fp::Walk) -> (usize, u64) {
+fn check_with_unwinder(out: &mut [usize], skip: usize, walk: &fp::Walk) -> usize {
     let mut walked = [0usize; 128];
     let copied = match (out.get(..walk.n), walked.get_mut(..walk.n)) {
         (Some(src), Some(dst)) => {
@@ -230,9 +223,9 @@ fn check_with_unwinder(out: &mut [usize], skip: usize, walk: &fp::Walk) -> (usiz
         && out.get(..walk.n) == walked.get(..walk.n);
     if agrees {
         set_chain_end(walk.outermost);
-        return (walk.n, walk.hash);
+        return walk.n;
     }
-    (n, hash_stack(out.get(..n).unwrap_or(&[])))
+    n
 }
 
 /// How many captures so far fell back to the unwinder (all of them without frame pointers; with
@@ -371,8 +364,6 @@ fn query_stack_bounds() -> (usize, usize) {
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod fp {
-    use super::{hash_finish, hash_step, HASH_SEED};
-
     /// Alignment every frame record has: x86_64's `push rbp` happens at a 16-byte aligned `rsp`
     /// after the call pushed 8 bytes; aarch64 frame records are at least 8-byte aligned.
     #[cfg(target_arch = "x86_64")]
@@ -446,8 +437,6 @@ mod fp {
     pub(super) struct Walk {
         /// Return addresses written.
         pub(super) n: usize,
-        /// `intern::hash_stack` of them.
-        pub(super) hash: u64,
         /// Buffer full, or the chain ended within `near_top` bytes of the stack's outer end.
         pub(super) complete: bool,
         /// Address of the last valid frame record (0 if none).
@@ -467,9 +456,9 @@ mod fp {
         near_top: usize,
     ) -> Walk {
         let mut n = 0usize;
-        let mut hash = HASH_SEED;
         let mut last_good = 0usize;
-        let mut unchanged = true;
+        // Bits in which some new address differs from the one `out` held at its place.
+        let mut changed = 0usize;
         // Records lie at increasing addresses (checked below), so once the first one is at or
         // above the stack's low end, all are: each step only checks alignment and the high end.
         let high = bounds.1.saturating_sub(2 * std::mem::size_of::<usize>());
@@ -489,31 +478,29 @@ mod fp {
             live = next > fp && readable(next);
             fp = next;
         }
-        while live {
+        for slot in out.iter_mut() {
+            if !live {
+                break;
+            }
             // SAFETY: as above.
             let (next, ret) = unsafe { read_record(fp) };
             if ret < MIN_CODE_ADDRESS {
                 break;
             }
             last_good = fp;
-            let Some(slot) = out.get_mut(n) else {
-                break;
-            };
-            unchanged &= *slot == ret;
+            changed |= *slot ^ ret;
             *slot = ret;
             n += 1;
-            hash = hash_step(hash, ret);
-            live = n < out.len() && next > fp && readable(next);
+            live = next > fp && readable(next);
             fp = next;
         }
         let full = n == out.len();
         let near = last_good != 0 && bounds.1.saturating_sub(last_good) <= near_top;
         Walk {
             n,
-            hash: hash_finish(hash, n),
             complete: full || near,
             outermost: last_good,
-            unchanged,
+            unchanged: changed == 0,
         }
     }
 

@@ -5,8 +5,6 @@
 //! in `CallSites::Sampled` mode and [`scale`] / [`scale_blocks`] weighting them.
 //! Report time (under the reentrancy guard): [`resolve`] → [`Site`] (trimmed [`Frame`]s and the
 //! allocated type).
-// Wired into the tracker by the lead.
-#![allow(dead_code, unused_imports)]
 
 mod capture;
 mod intern;
@@ -15,8 +13,8 @@ mod site;
 mod symbols;
 mod typename;
 
-pub(crate) use capture::{capture, capture_into, frame_pointers_present, unwound_count};
-pub(crate) use intern::{intern, intern_hashed, site_count, stack, SiteId, NO_SITE, OVERFLOW};
+pub(crate) use capture::capture_into;
+pub(crate) use intern::{intern, SiteId};
 pub(crate) use sampler::{scale, scale_blocks, Sampler};
 pub use site::{Frame, Site};
 pub(crate) use symbols::resolve;

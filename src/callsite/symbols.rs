@@ -6,7 +6,7 @@
 //! 1. **trimmed** at the inner end: frames of the global-allocator shims (`__rust_alloc`,
 //!    `__rg_alloc` …), of heapdelta, and of the standard library (`alloc`, `core`, `std`, std's
 //!    vendored `hashbrown`) are dropped until the first user frame, which becomes `frames()[0]`.
-//!    The dropped frames go to [`typename::derive`](super::typename::derive);
+//!    The dropped frames go to [`typename::derive_marked`](super::typename::derive_marked);
 //! 2. trimmed at the outer end: everything outside the outermost user frame (`main` wrappers,
 //!    `lang_start`, libc's start routines, thread start glue);
 //! 3. **folded**: consecutive frames of the same function in the same file (recursion) become one,

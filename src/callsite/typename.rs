@@ -107,12 +107,7 @@ enum Candidate {
 }
 
 /// The allocated type for the trimmed frames (innermost first), or `None` when they do not
-/// determine it.
-pub(crate) fn derive(trimmed: &[Frame]) -> Option<String> {
-    derive_marked(trimmed, &[])
-}
-
-/// [`derive`], knowing which frames were inlined (`inlined[i]` for `trimmed[i]`; missing entries
+/// determine it, knowing which frames were inlined (`inlined[i]` for `trimmed[i]`; missing entries
 /// count as inlined). The generic arguments of a frame that was *not* inlined come from the
 /// symbol of a compiled function, and LLVM merges functions whose code is identical: a
 /// `RawVec<String>::grow_one` may carry the name `RawVec<Vec<u8>>::grow_one`, since both only
@@ -464,6 +459,11 @@ pub(crate) fn pretty(ty: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `derive_marked` with every frame counted as inlined.
+    fn derive(trimmed: &[Frame]) -> Option<String> {
+        derive_marked(trimmed, &[])
+    }
 
     #[test]
     fn an_inlined_frame_overrides_the_element_type_of_a_merged_function() {
