@@ -121,8 +121,9 @@ impl Counts {
 struct SizeCnt {
     alloc: Cnt,
     free: Cnt,
-    /// Frees of blocks born in the epoch they were freed in.
-    young_free: Cnt,
+    /// Frees of blocks born in an earlier epoch than the one they were freed in. Most blocks die
+    /// young, so counting the old ones (young = all − old) keeps the usual free to one add.
+    old_free: Cnt,
 }
 
 impl SizeCnt {
@@ -130,7 +131,7 @@ impl SizeCnt {
         SizeCnt {
             alloc: Cnt::new(),
             free: Cnt::new(),
-            young_free: Cnt::new(),
+            old_free: Cnt::new(),
         }
     }
 }
@@ -197,9 +198,10 @@ impl Slot {
     pub fn free(&self, size: usize, tag: u8, young: bool, s: bool) {
         match self.sizes.get(size) {
             Some(c) => {
+                // `free` before `old_free`, which `read` loads in the opposite order.
                 c.free.add(1, s);
-                if young {
-                    c.young_free.add(1, s);
+                if !young {
+                    c.old_free.add(1, s);
                 }
             }
             None => self.free_large(size, young, s),
@@ -427,7 +429,11 @@ fn read(slots: &[Slot]) -> Raw {
         let c = &mut raw.classes[class];
         // Frees before allocations, as for the other groups.
         for cnt in slots.iter().filter_map(|s| s.sizes.get(size as usize)) {
-            let (free, young) = (cnt.free.get(), cnt.young_free.get());
+            // `old_free` first: every old free it sees was counted in `free` before, so `free`
+            // read next is at least as large and `young` is never negative.
+            let old = cnt.old_free.get();
+            let free = cnt.free.get();
+            let young = free.wrapping_sub(old);
             c.free_blocks = c.free_blocks.wrapping_add(free);
             c.free_bytes = c.free_bytes.wrapping_add(free.wrapping_mul(size));
             raw.young_free.0 = raw.young_free.0.wrapping_add(young);
