@@ -36,6 +36,33 @@ static PEER: stats_alloc::StatsAlloc<System> = stats_alloc::StatsAlloc::system()
 static POOL: Pool = Pool::new();
 static TRACKED_POOL: Tracker<Pool> = Tracker::wrap(Pool::new()).call_sites(CallSites::Off);
 
+/// A program reaches its global allocator through `__rust_alloc`, which calls a function made for
+/// that one static, so the static's settings are constants there. Each tracker gets a zero-sized
+/// handle forwarding to its static, so the churn code is compiled once per tracker, as in a
+/// program that installs it (one shared instance would read the settings at run time instead).
+macro_rules! handle {
+    ($handle:ident, $static:ident) => {
+        struct $handle;
+        // SAFETY: forwards every call to the static unchanged.
+        unsafe impl GlobalAlloc for $handle {
+            #[inline(always)]
+            unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+                // SAFETY: the caller's contract, passed on.
+                unsafe { $static.alloc(layout) }
+            }
+            #[inline(always)]
+            unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+                // SAFETY: the caller's contract, passed on.
+                unsafe { $static.dealloc(ptr, layout) }
+            }
+        }
+    };
+}
+handle!(Off, OFF);
+handle!(Exact, EXACT);
+handle!(Sampled, SAMPLED);
+handle!(TrackedPool, TRACKED_POOL);
+
 const LIVE: usize = 1000;
 const OPS: u64 = 1000;
 
@@ -137,11 +164,11 @@ fn bench_allocator<A: GlobalAlloc + Sync>(c: &mut Criterion, name: &str, a: &'st
 fn benches(c: &mut Criterion) {
     static SYSTEM: System = System;
     bench_allocator(c, "system", &SYSTEM);
-    bench_allocator(c, "tracker_off", &OFF);
-    bench_allocator(c, "tracker_exact", &EXACT);
-    bench_allocator(c, "tracker_sampled", &SAMPLED);
+    bench_allocator(c, "tracker_off", &Off);
+    bench_allocator(c, "tracker_exact", &Exact);
+    bench_allocator(c, "tracker_sampled", &Sampled);
     bench_allocator(c, "pool", &POOL);
-    bench_allocator(c, "tracker_pool_off", &TRACKED_POOL);
+    bench_allocator(c, "tracker_pool_off", &TrackedPool);
 }
 
 fn config() -> Criterion {
@@ -189,17 +216,17 @@ fn paired_ratios() {
                 },
                 Contender {
                     name: "tracker_off",
-                    run: &|| $run(&OFF),
+                    run: &|| $run(&Off),
                     base: 0,
                 },
                 Contender {
                     name: "tracker_exact",
-                    run: &|| $run(&EXACT),
+                    run: &|| $run(&Exact),
                     base: 0,
                 },
                 Contender {
                     name: "tracker_sampled",
-                    run: &|| $run(&SAMPLED),
+                    run: &|| $run(&Sampled),
                     base: 0,
                 },
                 Contender {
@@ -209,7 +236,7 @@ fn paired_ratios() {
                 },
                 Contender {
                     name: "tracker_pool_off",
-                    run: &|| $run(&TRACKED_POOL),
+                    run: &|| $run(&TrackedPool),
                     base: 5,
                 },
                 Contender {
