@@ -139,8 +139,9 @@ impl SizeCnt {
 /// Per-site counters; block counts are in `UNIT`s so sampled weights can be fractional.
 struct SiteCnt {
     counts: Quad,
-    young_free_units: Cnt,
-    young_free_bytes: Cnt,
+    /// Frees of blocks born in an earlier epoch (young = all − old, as for `SizeCnt`).
+    old_free_units: Cnt,
+    old_free_bytes: Cnt,
 }
 
 type SiteChunk = [SiteCnt; SITE_CHUNK];
@@ -258,11 +259,12 @@ impl Slot {
     #[inline]
     pub fn site_free(&self, site: u32, units: u64, bytes: u64, young: bool, s: bool) {
         if let Some(c) = self.site(site) {
+            // The frees before the old frees, which `read_site_chunk` loads in the opposite order.
             c.counts.free_blocks.add(units, s);
             c.counts.free_bytes.add(bytes, s);
-            if young {
-                c.young_free_units.add(units, s);
-                c.young_free_bytes.add(bytes, s);
+            if !young {
+                c.old_free_units.add(units, s);
+                c.old_free_bytes.add(bytes, s);
             }
         }
     }
@@ -299,10 +301,14 @@ impl Slot {
         }
         for (o, c) in out[base..].iter_mut().zip(chunk.iter()) {
             if frees {
-                o.counts.free_blocks += c.counts.free_blocks.get();
-                o.counts.free_bytes += c.counts.free_bytes.get();
-                o.young_free.0 += c.young_free_units.get();
-                o.young_free.1 += c.young_free_bytes.get();
+                // Old frees first: each was counted among the frees before, so young ones
+                // (frees − old frees) are never negative.
+                let old = (c.old_free_units.get(), c.old_free_bytes.get());
+                let free = (c.counts.free_blocks.get(), c.counts.free_bytes.get());
+                o.counts.free_blocks += free.0;
+                o.counts.free_bytes += free.1;
+                o.young_free.0 += free.0.wrapping_sub(old.0);
+                o.young_free.1 += free.1.wrapping_sub(old.1);
             } else {
                 o.counts.alloc_blocks += c.counts.alloc_blocks.get();
                 o.counts.alloc_bytes += c.counts.alloc_bytes.get();

@@ -281,19 +281,25 @@ fn capture_unwind_from(out: &mut [usize], skip: usize) -> usize {
 
 /// Whether this build keeps frame pointers, probed once per process (see the module docs). Writes
 /// the one-time hint to stderr when it does not.
+#[inline]
 pub(crate) fn frame_pointers_present() -> bool {
     match FP_STATE.load(Ordering::Relaxed) {
         1 => true,
         2 => false,
-        _ => {
-            let present = probe();
-            FP_STATE.store(if present { 1 } else { 2 }, Ordering::Relaxed);
-            if !present {
-                print_hint();
-            }
-            present
-        }
+        _ => probe_once(),
     }
+}
+
+/// `frame_pointers_present` before the probe ran.
+#[cold]
+#[inline(never)]
+fn probe_once() -> bool {
+    let present = probe();
+    FP_STATE.store(if present { 1 } else { 2 }, Ordering::Relaxed);
+    if !present {
+        print_hint();
+    }
+    present
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
