@@ -36,6 +36,10 @@ pub struct SiteDelta {
     pub frees: u64,
     /// Bytes allocated in the window.
     pub allocated_bytes: u64,
+    /// For a window of one step: what this site allocated in the step and still held at its end,
+    /// and what it freed of older blocks (`None` for longer windows, as for
+    /// [`Delta::survivors`]).
+    pub survivors: Option<Survivors>,
 }
 
 /// Growth in one size class.
@@ -130,6 +134,50 @@ enum SiteKey {
     Resolved(Site),
 }
 
+/// A site's counts over a window (blocks in `UNIT`s): allocations and frees, and the frees of
+/// blocks born in the epoch they were freed in.
+#[derive(Clone, Copy, Debug, Default)]
+struct SiteWindow {
+    counts: Counts,
+    young_free: (u64, u64),
+}
+
+impl SiteWindow {
+    fn of(s: &SiteCount) -> SiteWindow {
+        SiteWindow {
+            counts: s.counts,
+            young_free: s.young_free,
+        }
+    }
+
+    fn add(&mut self, other: &SiteWindow) {
+        self.counts.add(&other.counts);
+        self.young_free.0 = self.young_free.0.wrapping_add(other.young_free.0);
+        self.young_free.1 = self.young_free.1.wrapping_add(other.young_free.1);
+    }
+
+    /// The change from `before` to `self`.
+    fn since(&self, before: &SiteWindow) -> SiteWindow {
+        SiteWindow {
+            counts: diff(&self.counts, &before.counts),
+            young_free: (
+                self.young_free.0.saturating_sub(before.young_free.0),
+                self.young_free.1.saturating_sub(before.young_free.1),
+            ),
+        }
+    }
+}
+
+/// Survivors of a one-step window from its counts and its young frees (in the counts' units).
+fn survivors_of(window: &Counts, young: (u64, u64)) -> Survivors {
+    Survivors {
+        blocks: window.alloc_blocks.saturating_sub(young.0),
+        bytes: window.alloc_bytes.saturating_sub(young.1),
+        freed_older_blocks: window.free_blocks.saturating_sub(young.0),
+        freed_older_bytes: window.free_bytes.saturating_sub(young.1),
+    }
+}
+
 /// The growth between two snapshots. `Display` prints the per-step line, the top sites, types
 /// and size classes.
 ///
@@ -152,7 +200,7 @@ pub struct Delta {
     pub(crate) survivors: Option<Survivors>,
     pub(crate) classes: Vec<ClassDelta>,
     pub(crate) tags: Vec<TagDelta>,
-    raw_sites: Vec<(SiteKey, Counts)>,
+    raw_sites: Vec<(SiteKey, SiteWindow)>,
     sites: OnceLock<Vec<SiteDelta>>,
     types: OnceLock<Vec<TypeDelta>>,
     pub(crate) pool: Option<PoolStats>,
@@ -192,12 +240,7 @@ impl Delta {
         );
         let one_epoch =
             a.run == b.run && a.epoch.checked_add(u32::from(a.checkpoint)) == Some(b.epoch);
-        let survivors = one_epoch.then(|| Survivors {
-            blocks: window.alloc_blocks.saturating_sub(young.0),
-            bytes: window.alloc_bytes.saturating_sub(young.1),
-            freed_older_blocks: window.free_blocks.saturating_sub(young.0),
-            freed_older_bytes: window.free_bytes.saturating_sub(young.1),
-        });
+        let survivors = one_epoch.then(|| survivors_of(&window, young));
 
         let before: HashMap<u64, Counts> = a.classes.iter().map(|c| (c.size, c.counts)).collect();
         let mut classes: Vec<ClassDelta> = b
@@ -354,8 +397,9 @@ impl Delta {
     /// }
     /// ```
     pub fn sites(&self) -> &[SiteDelta] {
-        self.sites
-            .get_or_init(|| thread::untracked(|| resolve_sites(&self.raw_sites)))
+        self.sites.get_or_init(|| {
+            thread::untracked(|| resolve_sites(&self.raw_sites, self.survivors.is_some()))
+        })
     }
 
     /// Growth per size class, largest live-bytes growth first.
@@ -428,7 +472,7 @@ impl Delta {
 
 /// Per-site changes from `a` to `b`, keyed by interned id within one run, by resolved site across
 /// runs (files).
-fn site_changes(a: &Snapshot, b: &Snapshot) -> Vec<(SiteKey, Counts)> {
+fn site_changes(a: &Snapshot, b: &Snapshot) -> Vec<(SiteKey, SiteWindow)> {
     let same_run = a.run == b.run && b.run == checkpoint::run_id();
     let key = |s: &SiteCount| -> SiteKey {
         match (&s.site, same_run) {
@@ -438,59 +482,63 @@ fn site_changes(a: &Snapshot, b: &Snapshot) -> Vec<(SiteKey, Counts)> {
         }
     };
     if same_run {
-        let before: HashMap<SiteId, &Counts> = a.sites.iter().map(|s| (s.id, &s.counts)).collect();
+        let before: HashMap<SiteId, SiteWindow> =
+            a.sites.iter().map(|s| (s.id, SiteWindow::of(s))).collect();
         b.sites
             .iter()
             .map(|s| {
-                (
-                    key(s),
-                    diff(
-                        &s.counts,
-                        before.get(&s.id).copied().unwrap_or(&Counts::default()),
-                    ),
-                )
+                let earlier = before.get(&s.id).copied().unwrap_or_default();
+                (key(s), SiteWindow::of(s).since(&earlier))
             })
-            .filter(|(_, c)| !c.is_zero())
+            .filter(|(_, w)| !w.counts.is_zero())
             .collect()
     } else {
-        let mut before: HashMap<Site, Counts> = HashMap::new();
-        for s in &a.sites {
-            if let SiteKey::Resolved(site) = key(s) {
-                before.entry(site).or_default().add(&s.counts);
+        let by_site = |snap: &Snapshot| {
+            let mut m: HashMap<Site, SiteWindow> = HashMap::new();
+            for s in &snap.sites {
+                if let SiteKey::Resolved(site) = key(s) {
+                    m.entry(site).or_default().add(&SiteWindow::of(s));
+                }
             }
-        }
-        let mut after: HashMap<Site, Counts> = HashMap::new();
-        for s in &b.sites {
-            if let SiteKey::Resolved(site) = key(s) {
-                after.entry(site).or_default().add(&s.counts);
-            }
-        }
-        after
+            m
+        };
+        let before = by_site(a);
+        by_site(b)
             .into_iter()
-            .map(|(site, c)| {
-                let d = diff(&c, before.get(&site).unwrap_or(&Counts::default()));
+            .map(|(site, w)| {
+                let d = w.since(&before.get(&site).copied().unwrap_or_default());
                 (SiteKey::Resolved(site), d)
             })
-            .filter(|(_, c)| !c.is_zero())
+            .filter(|(_, w)| !w.counts.is_zero())
             .collect()
     }
 }
 
-/// Resolves, merges sites that resolve to the same logical site, converts units, and sorts.
-fn resolve_sites(raw: &[(SiteKey, Counts)]) -> Vec<SiteDelta> {
-    let mut merged: HashMap<Site, Counts> = HashMap::new();
-    for (key, c) in raw {
+/// Resolves, merges sites that resolve to the same logical site, converts units, and sorts;
+/// `one_step` when the window is one step, so sites get survivors.
+fn resolve_sites(raw: &[(SiteKey, SiteWindow)], one_step: bool) -> Vec<SiteDelta> {
+    let mut merged: HashMap<Site, SiteWindow> = HashMap::new();
+    for (key, w) in raw {
         let site = match key {
             SiteKey::Id(id) => callsite::resolve(*id),
             SiteKey::Resolved(site) => site.clone(),
         };
-        merged.entry(site).or_default().add(c);
+        merged.entry(site).or_default().add(w);
     }
     let mut v: Vec<SiteDelta> = merged
         .into_iter()
-        .map(|(site, c)| {
+        .map(|(site, w)| {
+            let c = w.counts;
             let allocs = units_to_blocks(c.alloc_blocks);
             let frees = units_to_blocks(c.free_blocks);
+            let survivors = one_step.then(|| {
+                let s = survivors_of(&c, w.young_free);
+                Survivors {
+                    blocks: units_to_blocks(s.blocks),
+                    freed_older_blocks: units_to_blocks(s.freed_older_blocks),
+                    ..s
+                }
+            });
             SiteDelta {
                 site,
                 live_bytes: (c.alloc_bytes as i64).wrapping_sub(c.free_bytes as i64),
@@ -498,6 +546,7 @@ fn resolve_sites(raw: &[(SiteKey, Counts)]) -> Vec<SiteDelta> {
                 allocs,
                 frees,
                 allocated_bytes: c.alloc_bytes,
+                survivors,
             }
         })
         .collect();

@@ -115,14 +115,23 @@ impl Display for Delta {
             .collect();
         for s in &sites {
             let avg = s.allocated_bytes.checked_div(s.allocs).unwrap_or(0);
+            let kept = match s.survivors {
+                Some(k) => format!(
+                    ", kept {} of {} born",
+                    thousands(k.blocks),
+                    thousands(s.allocs)
+                ),
+                None => String::new(),
+            };
             writeln!(
                 f,
-                "   {:>11} {:>9} blk  {}  [{}, ~{}/blk]",
+                "   {:>11} {:>9} blk  {}  [{}, ~{}/blk{}]",
                 signed_bytes(s.live_bytes),
                 signed(s.live_blocks),
                 s.site,
                 s.site.type_name(),
-                bytes(avg)
+                bytes(avg),
+                kept
             )?;
         }
         let types: Vec<String> = self
