@@ -52,11 +52,11 @@ impl Header {
         }
     }
 
-    /// Whether the block is counted, with no call site, no scope tag and valid magic bits: the
-    /// blocks whose frees the inlined fast path handles.
+    /// Whether the block is counted with exact weights (not sampled), has no scope tag and valid
+    /// magic bits: the blocks whose frees the fast path handles.
     #[inline(always)]
     pub fn is_plain(&self) -> bool {
-        self.site == 0 && self.tag == 0 && self.flags == MAGIC | TRACKED
+        self.tag == 0 && self.flags == MAGIC | TRACKED
     }
 
     /// Whether the block is counted.

@@ -137,11 +137,34 @@ impl SizeCnt {
 }
 
 /// Per-site counters; block counts are in `UNIT`s so sampled weights can be fractional.
-struct SiteCnt {
+pub struct SiteCnt {
     counts: Quad,
     /// Frees of blocks born in an earlier epoch (young = all − old, as for `SizeCnt`).
     old_free_units: Cnt,
     old_free_bytes: Cnt,
+}
+
+impl SiteCnt {
+    /// Counts an allocation with weight `units` (blocks × `UNIT`) and `bytes`; `s` in the shared
+    /// slot.
+    #[inline(always)]
+    pub fn alloc(&self, units: u64, bytes: u64, s: bool) {
+        self.counts.alloc_blocks.add(units, s);
+        self.counts.alloc_bytes.add(bytes, s);
+    }
+
+    /// Counts a free with the weight its allocation had; `young` when the block was born in the
+    /// current epoch.
+    #[inline(always)]
+    pub fn free(&self, units: u64, bytes: u64, young: bool, s: bool) {
+        // The frees before the old frees, which `read_site_chunk` loads in the opposite order.
+        self.counts.free_blocks.add(units, s);
+        self.counts.free_bytes.add(bytes, s);
+        if !young {
+            self.old_free_units.add(units, s);
+            self.old_free_bytes.add(bytes, s);
+        }
+    }
 }
 
 type SiteChunk = [SiteCnt; SITE_CHUNK];
@@ -250,8 +273,7 @@ impl Slot {
     #[inline]
     pub fn site_alloc(&self, site: u32, units: u64, bytes: u64, s: bool) {
         if let Some(c) = self.site(site) {
-            c.counts.alloc_blocks.add(units, s);
-            c.counts.alloc_bytes.add(bytes, s);
+            c.alloc(units, bytes, s);
         }
     }
 
@@ -259,13 +281,7 @@ impl Slot {
     #[inline]
     pub fn site_free(&self, site: u32, units: u64, bytes: u64, young: bool, s: bool) {
         if let Some(c) = self.site(site) {
-            // The frees before the old frees, which `read_site_chunk` loads in the opposite order.
-            c.counts.free_blocks.add(units, s);
-            c.counts.free_bytes.add(bytes, s);
-            if !young {
-                c.old_free_units.add(units, s);
-                c.old_free_bytes.add(bytes, s);
-            }
+            c.free(units, bytes, young, s);
         }
     }
 
@@ -274,11 +290,24 @@ impl Slot {
     /// memory is exhausted: that site's figures then miss this event, the totals do not.
     #[inline]
     fn site(&self, site: u32) -> Option<&SiteCnt> {
+        match self.site_ready(site) {
+            Some(c) => Some(c),
+            None => {
+                let chunk = new_chunk(self.sites.get(site as usize / SITE_CHUNK)?)?;
+                // SAFETY: `new_chunk` returns a published, zero-initialised `SiteChunk` that is
+                // never freed, and `site % SITE_CHUNK < SITE_CHUNK`.
+                unsafe { (*chunk).get(site as usize % SITE_CHUNK) }
+            }
+        }
+    }
+
+    /// The counters of `site` in this slot if the chunk that holds them exists (never allocates).
+    #[inline(always)]
+    pub fn site_ready(&self, site: u32) -> Option<&SiteCnt> {
         let (hi, lo) = (site as usize / SITE_CHUNK, site as usize % SITE_CHUNK);
-        let entry = self.sites.get(hi)?;
-        let mut chunk = entry.load(Ordering::Acquire);
+        let chunk = self.sites.get(hi)?.load(Ordering::Acquire);
         if chunk.is_null() {
-            chunk = new_chunk(entry)?;
+            return None;
         }
         // SAFETY: a non-null entry points to a zero-initialised `SiteChunk` that is never freed
         // (slots live for the whole process) and `lo < SITE_CHUNK`.

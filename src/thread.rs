@@ -17,11 +17,11 @@
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 
-use crate::callsite::Sampler;
+use crate::callsite::{self, Sampler};
 use crate::checkpoint;
 use crate::config;
 use crate::header::Header;
-use crate::stats::{self, Pending, Slot};
+use crate::stats::{self, Pending, SiteCnt, Slot};
 
 struct State {
     /// The thread's own slot while the fast path may count into it: set once the thread has a
@@ -180,22 +180,42 @@ impl Ctx<'_> {
             .is_some_and(|st| unsafe { (*st.sampler.get()).sample(size, mean_bytes) })
     }
 
-    /// Runs `f` with the guard set and the thread's capture buffer, or `None` when the thread's
-    /// state is gone. Allocations `f` makes are not recorded.
+    /// Captures the current stack and interns it (see `State::capture_site`); 0 when the
+    /// thread's state is gone.
     #[inline]
-    pub fn with_stack_buffer<R>(&self, f: impl FnOnce(&mut StackBuffer) -> R) -> Option<R> {
-        let st = self.st?;
-        if st.busy.replace(true) {
-            // Already inside heapdelta: the buffer may be in use further up this thread's stack.
-            return None;
+    pub fn capture_site(&self, depth: usize) -> u32 {
+        self.st.map_or(0, |st| st.capture_site(depth))
+    }
+}
+
+impl State {
+    /// Captures the current stack (at most `depth` frames) into the thread's buffer and interns
+    /// it, with the guard set; returns its site id, or 0 when the thread is already inside
+    /// heapdelta (the buffer may be in use further up this thread's stack). A stack equal to the
+    /// thread's previous one (the usual case in a loop) reuses its id without a lookup: the walk
+    /// compares each address with the buffer's as it writes it. Allocations made meanwhile (the
+    /// first capture of a thread asks libc for its stack bounds) are not recorded.
+    #[inline]
+    fn capture_site(&self, depth: usize) -> u32 {
+        if self.busy.replace(true) {
+            return 0;
         }
-        // The guard closes the fast slot while `f` runs. Nothing `f` does changes the thread's
-        // slot or tag, and the configuration can only ever open the slot, so restoring the value
-        // found here is safe: at worst the slot stays closed until the next slow event reopens it.
-        let _busy = Busy(st, st.fast.replace(ptr::null()));
+        // The guard closes the fast slot while the capture runs. Nothing it does changes the
+        // thread's slot or tag, and the configuration can only ever open the slot, so restoring
+        // the value found here is safe: at worst the slot stays closed until the next slow event
+        // reopens it.
+        let _busy = Busy(self, self.fast.replace(ptr::null()));
         // SAFETY: the buffer is only borrowed here, while `busy` is set; a nested call on this
         // thread sees `busy` and returns above, and no other thread can reach this thread-local.
-        Some(f(unsafe { &mut *st.stack.get() }))
+        let buf = unsafe { &mut *self.stack.get() };
+        let words = &mut buf.words[..depth.min(STACK_WORDS)];
+        let c = callsite::capture_into(words, 0);
+        let id = match buf.last {
+            Some((n, id)) if c.unchanged && n == c.n => id,
+            _ => callsite::intern(words.get(..c.n).unwrap_or(&[])),
+        };
+        buf.last = Some((c.n, id));
+        id
     }
 }
 
@@ -211,7 +231,7 @@ fn teardown_change(bytes: i64, blocks: i64) {
     stats::flush(&mut p);
 }
 
-/// Clears the guard set by `with_stack_buffer` and restores the fast slot it closed.
+/// Clears the guard set by `State::capture_site` and restores the fast slot it closed.
 struct Busy<'a>(&'a State, *const Slot);
 
 impl Drop for Busy<'_> {
@@ -253,8 +273,8 @@ pub fn fast_alloc(size: usize, sampled: bool) -> Option<Header> {
     STATE
         .try_with(|st| {
             let slot = st.fast.get();
-            let bytes = st.pending_bytes.get().wrapping_add(size as i64);
-            if slot.is_null() || bytes > st.limit.get() {
+            let bytes = st.below_limit(size)?;
+            if slot.is_null() {
                 return None;
             }
             // SAFETY: as in `Ctx::sample`: the thread's own sampler, borrowed for a call that
@@ -262,22 +282,66 @@ pub fn fast_alloc(size: usize, sampled: bool) -> Option<Header> {
             if sampled && !unsafe { (*st.sampler.get()).skip(size) } {
                 return None;
             }
-            st.pending_bytes.set(bytes);
-            st.pending_blocks
-                .set(st.pending_blocks.get().wrapping_add(1));
             // SAFETY: a non-null `fast` was set from a `&'static Slot`, the thread's private one.
-            unsafe { &*slot }.alloc(size, 0, false);
+            st.commit_alloc(unsafe { &*slot }, size, bytes, None);
             Some(Header::tracked(0, checkpoint::epoch(), 0, false))
         })
         .ok()
         .flatten()
 }
 
-/// The inlined path of freeing a plain block (`h.is_plain()`) of `size` bytes: counts it and
-/// returns `true`, or returns `false` having changed nothing when the general path must run (as
-/// for `fast_alloc`, or when the fall in live bytes must be folded into the global figure).
+/// The path of an allocation of `size` bytes with an exact call site (at most `depth` frames),
+/// outside any scope and not reaching the peak: captures the site, counts the block there and
+/// returns its header; returns `None` having counted nothing otherwise, as `fast_alloc` does (or
+/// when the site's counters are not allocated yet).
+#[inline(always)]
+pub fn fast_alloc_exact(size: usize, depth: usize) -> Option<Header> {
+    STATE
+        .try_with(|st| {
+            let slot = st.fast.get();
+            if slot.is_null() || st.below_limit(size).is_none() {
+                return None;
+            }
+            // SAFETY: a non-null `fast` was set from a `&'static Slot`, the thread's private one.
+            let slot = unsafe { &*slot };
+            let site = st.capture_site(depth);
+            let counters = match site {
+                0 => None,
+                _ => Some(slot.site_ready(site)?),
+            };
+            // Read again: the capture counts nothing, but the figure must not be stale.
+            let bytes = st.below_limit(size)?;
+            st.commit_alloc(slot, size, bytes, counters);
+            Some(Header::tracked(site, checkpoint::epoch(), 0, false))
+        })
+        .ok()
+        .flatten()
+}
+
+/// The inlined path of freeing a block without a call site, counted with exact weights and no
+/// scope tag (`h.is_plain()`, `h.site == 0`) of `size` bytes: counts it and returns `true`, or
+/// returns `false` having changed nothing when the general path must run (as for `fast_alloc`,
+/// or when the fall in live bytes must be folded into the global figure).
 #[inline(always)]
 pub fn fast_free(h: Header, size: usize) -> bool {
+    fast_free_with(h, size, |_| Some(None))
+}
+
+/// `fast_free` for a block with a call site (`h.is_plain()`, `h.site != 0`), which is counted at
+/// the site too; `false` also when the site's counters are not allocated yet.
+#[inline(always)]
+pub fn fast_free_sited(h: Header, size: usize) -> bool {
+    fast_free_with(h, size, |slot| slot.site_ready(h.site).map(Some))
+}
+
+/// The body of the fast frees: `site` gives the block's site counters (`Some(None)`: no site), or
+/// `None` when the general path must run.
+#[inline(always)]
+fn fast_free_with(
+    h: Header,
+    size: usize,
+    site: impl FnOnce(&'static Slot) -> Option<Option<&'static SiteCnt>>,
+) -> bool {
     STATE
         .try_with(|st| {
             let slot = st.fast.get();
@@ -285,15 +349,44 @@ pub fn fast_free(h: Header, size: usize) -> bool {
             if slot.is_null() || stats::needs_flush(bytes) {
                 return false;
             }
+            // SAFETY: as in `fast_alloc`.
+            let slot = unsafe { &*slot };
+            let Some(counters) = site(slot) else {
+                return false;
+            };
             st.pending_bytes.set(bytes);
             st.pending_blocks
                 .set(st.pending_blocks.get().wrapping_sub(1));
             let young = h.epoch == checkpoint::epoch() as u16;
-            // SAFETY: as in `fast_alloc`.
-            unsafe { &*slot }.free(size, 0, young, false);
+            slot.free(size, 0, young, false);
+            if let Some(c) = counters {
+                c.free(stats::UNIT, size as u64, young, false);
+            }
             true
         })
         .unwrap_or(false)
+}
+
+impl State {
+    /// The pending bytes with a new block of `size` bytes, unless that reaches the peak's limit.
+    #[inline(always)]
+    fn below_limit(&self, size: usize) -> Option<i64> {
+        let bytes = self.pending_bytes.get().wrapping_add(size as i64);
+        (bytes <= self.limit.get()).then_some(bytes)
+    }
+
+    /// Counts a new block of `size` bytes on the fast path: `bytes` is `below_limit(size)`,
+    /// `site` the counters of its call site, if it has one.
+    #[inline(always)]
+    fn commit_alloc(&self, slot: &Slot, size: usize, bytes: i64, site: Option<&SiteCnt>) {
+        self.pending_bytes.set(bytes);
+        self.pending_blocks
+            .set(self.pending_blocks.get().wrapping_add(1));
+        slot.alloc(size, 0, false);
+        if let Some(c) = site {
+            c.alloc(stats::UNIT, size as u64, false);
+        }
+    }
 }
 
 /// Runs `f` with the thread's context when the fast path does not apply: claims the thread's slot

@@ -204,9 +204,18 @@ impl<A: GlobalAlloc> Tracker<A> {
         let fast = match self.mode {
             CallSites::Off => thread::fast_alloc(size, false),
             CallSites::Sampled { .. } => thread::fast_alloc(size, true),
-            CallSites::Exact => None,
+            CallSites::Exact => return self.on_alloc_exact(size),
         };
         match fast {
+            Some(h) => h,
+            None => self.on_alloc_general(size),
+        }
+    }
+
+    /// `on_alloc` with exact call sites: out of line, since it calls the capture anyway.
+    #[inline(never)]
+    fn on_alloc_exact(&self, size: usize) -> Header {
+        match thread::fast_alloc_exact(size, self.depth) {
             Some(h) => h,
             None => self.on_alloc_general(size),
         }
@@ -236,7 +245,9 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// Records the end of a block of `size` bytes whose header is `h`.
     #[inline(always)]
     fn on_free(&self, h: Header, size: usize) {
-        if !(h.is_plain() && thread::fast_free(h, size)) {
+        // Inline only for blocks without a call site; `on_free_general` tries the same path for
+        // blocks with one before anything else.
+        if !(h.is_plain() && h.site == 0 && thread::fast_free(h, size)) {
             self.on_free_general(h, size);
         }
     }
@@ -245,6 +256,9 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// untracked or damaged block, the peak, a thread without a slot of its own or exiting.
     #[inline(never)]
     fn on_free_general(&self, h: Header, size: usize) {
+        if h.is_plain() && h.site != 0 && thread::fast_free_sited(h, size) {
+            return;
+        }
         if !h.is_valid() {
             bad_header();
         }
@@ -308,7 +322,7 @@ fn record_alloc(ctx: &Ctx, size: usize, mode: CallSites, depth: usize) -> Header
 /// none could be captured).
 #[inline(never)]
 fn record_site(ctx: &Ctx, size: usize, sampled: bool, mode: CallSites, depth: usize) -> u32 {
-    let site = capture_site(ctx, depth);
+    let site = ctx.capture_site(depth);
     if site != 0 {
         let (units, bytes) = site_weight(size, sampled, mode);
         ctx.slot.site_alloc(site, units, bytes, ctx.shared);
@@ -328,24 +342,6 @@ fn site_weight(size: usize, sampled: bool, mode: CallSites) -> (u64, u64) {
         }
         _ => (UNIT, size as u64),
     }
-}
-
-/// Captures the current stack into the thread's buffer and interns it (0 when the thread's state
-/// is gone). A stack equal to the thread's previous one (the usual case in a loop) reuses its id
-/// without a lookup: the walk compares each address with the buffer's as it writes it.
-#[inline]
-fn capture_site(ctx: &Ctx, depth: usize) -> u32 {
-    ctx.with_stack_buffer(|buf| {
-        let words = &mut buf.words[..depth.min(MAX_DEPTH)];
-        let c = callsite::capture_into(words, 0);
-        let id = match buf.last {
-            Some((n, id)) if c.unchanged && n == c.n => id,
-            _ => callsite::intern(words.get(..c.n).unwrap_or(&[])),
-        };
-        buf.last = Some((c.n, id));
-        id
-    })
-    .unwrap_or(0)
 }
 
 #[cold]
