@@ -4,7 +4,10 @@
 //! - `small_churn`: 1,000 live blocks of random sizes 8–512 B; each op frees one and allocates
 //!   a replacement;
 //! - `mixed_churn`: the same with sizes log-uniform over 8 B–64 KiB;
-//! - `small_churn_2t`: `small_churn` on two threads at once.
+//! - `small_churn_2t`: `small_churn` on two threads at once;
+//! - `small_churn_3sites` (ratio table only): `small_churn` with the allocations made from three
+//!   functions in turn, so exact call sites never see the same stack twice in a row, as in most
+//!   programs.
 //!
 //! Allocators: `System`; `stats_alloc`, a counter-only peer (global atomic counters, no per-block
 //! data), in the ratio table; `Tracker` over `System` with call sites off, exact, and sampled
@@ -121,12 +124,50 @@ impl Churn {
         }
     }
 
+    /// `run`, with the allocations made from three call sites in turn (as a program's usually
+    /// are), so no capture finds the stack of the one before.
+    fn run_three_sites<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
+        for op in 0..ops {
+            let i = (self.next() % LIVE as u64) as usize;
+            let (p, l) = self.live[i];
+            // SAFETY: `p` is live with `l`.
+            unsafe { a.dealloc(p, l) };
+            let l = self.layout();
+            let p = match op % 3 {
+                0 => alloc_at_first_site(a, l),
+                1 => alloc_at_second_site(a, l),
+                _ => alloc_at_third_site(a, l),
+            };
+            // SAFETY: the block has at least one byte.
+            unsafe { p.write(1) };
+            self.live[i] = (black_box(p), l);
+        }
+    }
+
     fn free_all<A: GlobalAlloc>(self, a: &A) {
         for (p, l) in self.live {
             // SAFETY: `p` is live with `l`.
             unsafe { a.dealloc(p, l) };
         }
     }
+}
+
+#[inline(never)]
+fn alloc_at_first_site<A: GlobalAlloc>(a: &A, l: Layout) -> *mut u8 {
+    // SAFETY: non-zero size.
+    black_box(unsafe { a.alloc(l) })
+}
+
+#[inline(never)]
+fn alloc_at_second_site<A: GlobalAlloc>(a: &A, l: Layout) -> *mut u8 {
+    // SAFETY: non-zero size.
+    black_box(unsafe { a.alloc(l) })
+}
+
+#[inline(never)]
+fn alloc_at_third_site<A: GlobalAlloc>(a: &A, l: Layout) -> *mut u8 {
+    // SAFETY: non-zero size.
+    black_box(unsafe { a.alloc(l) })
 }
 
 fn two_threads<A: GlobalAlloc + Sync>(a: &'static A, iters: u64) -> Duration {
@@ -256,6 +297,18 @@ fn paired_ratios() {
         "mixed_churn",
         ROUNDS,
         &contenders!(|a| timed_churn(a, true, 40_000)),
+    );
+    paired::print_ratios(
+        "small_churn_3sites",
+        ROUNDS,
+        &contenders!(|a| {
+            let mut c = Churn::new(a, false, 42);
+            let start = Instant::now();
+            c.run_three_sites(a, 200_000);
+            let t = start.elapsed();
+            c.free_all(a);
+            t
+        }),
     );
     paired::print_ratios(
         "small_churn_2t",

@@ -212,7 +212,7 @@ impl State {
         let c = callsite::capture_into(words, 0);
         let id = match buf.last {
             Some((n, id)) if c.unchanged && n == c.n => id,
-            _ => callsite::intern(words.get(..c.n).unwrap_or(&[])),
+            _ => callsite::intern_hashed(words.get(..c.n).unwrap_or(&[]), c.hash),
         };
         buf.last = Some((c.n, id));
         id

@@ -63,7 +63,7 @@
 
 use std::cell::Cell;
 
-use super::intern::hash_stack;
+use super::intern::{hash_finish, hash_stack, hash_step, HASH_SEED};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 /// A walk that stops more than this many bytes below the stack's outer end, with room left in the
@@ -133,26 +133,28 @@ pub fn capture(out: &mut [usize], skip: usize) -> usize {
     capture_hashed_here(out, skip).n
 }
 
-/// [`capture`], also returning `intern::hash_stack` of the captured stack, for
+/// [`capture`], also returning `intern::hash_stack` of the captured stack, computed during the
+/// walk at almost no cost (the multiplies run in the shadow of the walk's dependent loads), for
 /// `intern::intern_hashed`.
 #[inline(never)]
 pub fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
-    let n = capture_hashed_here(out, skip).n;
-    (n, hash_stack(out.get(..n).unwrap_or(&[])))
+    let c = capture_hashed_here(out, skip);
+    (c.n, c.hash)
 }
 
 /// What a capture found.
 pub struct Captured {
     /// Return addresses written.
     pub n: usize,
+    /// `intern::hash_stack` of them.
+    pub hash: u64,
     /// Whether `out[..n]` already held exactly these addresses before the capture (checked by
     /// the frame-pointer walk as it writes; `false` whenever the unwinder was used).
     pub unchanged: bool,
 }
 
-/// [`capture`], also telling whether the buffer already held the same stack: a caller that
-/// remembers what it made of the buffer's last stack can then skip hashing and interning it
-/// again.
+/// [`capture_hashed`], also telling whether the buffer already held the same stack: a caller that
+/// remembers what it made of the buffer's last stack can then skip interning it again.
 #[inline(never)]
 pub fn capture_into(out: &mut [usize], skip: usize) -> Captured {
     capture_hashed_here(out, skip)
@@ -165,6 +167,7 @@ fn capture_hashed_here(out: &mut [usize], skip: usize) -> Captured {
     if out.is_empty() {
         return Captured {
             n: 0,
+            hash: hash_stack(&[]),
             unchanged: false,
         };
     }
@@ -176,19 +179,24 @@ fn capture_hashed_here(out: &mut [usize], skip: usize) -> Captured {
             if walk.complete || (walk.outermost != 0 && walk.outermost == chain_end()) {
                 return Captured {
                     n: walk.n,
+                    hash: walk.hash,
                     unchanged: walk.unchanged,
                 };
             }
             UNWOUND.fetch_add(1, Ordering::Relaxed);
+            let (n, hash) = check_with_unwinder(out, skip, &walk);
             return Captured {
-                n: check_with_unwinder(out, skip, &walk),
+                n,
+                hash,
                 unchanged: false,
             };
         }
     }
     UNWOUND.fetch_add(1, Ordering::Relaxed);
+    let n = capture_unwind_from(out, skip);
     Captured {
-        n: capture_unwind_from(out, skip),
+        n,
+        hash: hash_stack(out.get(..n).unwrap_or(&[])),
         unchanged: false,
     }
 }
@@ -206,7 +214,7 @@ const LIBC_OUTER_FRAMES: usize = 3;
 /// unwinder's result is returned.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 #[inline(always)]
-fn check_with_unwinder(out: &mut [usize], skip: usize, walk: &fp::Walk) -> usize {
+fn check_with_unwinder(out: &mut [usize], skip: usize, walk: &fp::Walk) -> (usize, u64) {
     let mut walked = [0usize; 128];
     let copied = match (out.get(..walk.n), walked.get_mut(..walk.n)) {
         (Some(src), Some(dst)) => {
@@ -223,9 +231,9 @@ fn check_with_unwinder(out: &mut [usize], skip: usize, walk: &fp::Walk) -> usize
         && out.get(..walk.n) == walked.get(..walk.n);
     if agrees {
         set_chain_end(walk.outermost);
-        return walk.n;
+        return (walk.n, walk.hash);
     }
-    n
+    (n, hash_stack(out.get(..n).unwrap_or(&[])))
 }
 
 /// How many captures so far fell back to the unwinder (all of them without frame pointers; with
@@ -370,6 +378,8 @@ fn query_stack_bounds() -> (usize, usize) {
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod fp {
+    use super::{hash_finish, hash_step, HASH_SEED};
+
     /// Alignment every frame record has: x86_64's `push rbp` happens at a 16-byte aligned `rsp`
     /// after the call pushed 8 bytes; aarch64 frame records are at least 8-byte aligned.
     #[cfg(target_arch = "x86_64")]
@@ -443,6 +453,8 @@ mod fp {
     pub(super) struct Walk {
         /// Return addresses written.
         pub(super) n: usize,
+        /// `intern::hash_stack` of them.
+        pub(super) hash: u64,
         /// Buffer full, or the chain ended within `near_top` bytes of the stack's outer end.
         pub(super) complete: bool,
         /// Address of the last valid frame record (0 if none).
@@ -462,6 +474,7 @@ mod fp {
         near_top: usize,
     ) -> Walk {
         let mut n = 0usize;
+        let mut hash = HASH_SEED;
         let mut last_good = 0usize;
         // Bits in which some new address differs from the one `out` held at its place.
         let mut changed = 0usize;
@@ -497,6 +510,7 @@ mod fp {
             changed |= *slot ^ ret;
             *slot = ret;
             n += 1;
+            hash = hash_step(hash, ret);
             live = next > fp && readable(next);
             fp = next;
         }
@@ -504,6 +518,7 @@ mod fp {
         let near = last_good != 0 && bounds.1.saturating_sub(last_good) <= near_top;
         Walk {
             n,
+            hash: hash_finish(hash, n),
             complete: full || near,
             outermost: last_good,
             unchanged: changed == 0,

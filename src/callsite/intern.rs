@@ -103,18 +103,31 @@ fn map_storage() -> *mut Storage {
     }
 }
 
-/// 64-bit hash of a stack (never 0); what `intern_hashed` expects. Each return address is folded
-/// in with a rotate, xor and multiply; the length and a final mix spread all bits down.
-#[inline]
-pub(crate) fn hash_stack(stack: &[usize]) -> u64 {
-    let h = stack.iter().fold(0x243F_6A88_85A3_08D3u64, |h, &word| {
-        (h.rotate_left(5) ^ word as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    });
-    let mut h = h ^ (stack.len() as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+/// Initial state of the stack hash (see `hash_step`).
+pub(crate) const HASH_SEED: u64 = 0x243F_6A88_85A3_08D3;
+
+/// Folds one return address into a stack hash. Split out so `capture` can hash while it walks:
+/// the multiply chain then runs in the shadow of the walk's dependent loads.
+#[inline(always)]
+pub(crate) fn hash_step(h: u64, word: usize) -> u64 {
+    (h.rotate_left(5) ^ word as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Finishes a stack hash of `len` words: mixes all bits down, never 0.
+#[inline(always)]
+pub(crate) fn hash_finish(h: u64, len: usize) -> u64 {
+    let mut h = h ^ (len as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93);
     h ^= h >> 29;
     h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     h ^= h >> 32;
     h.max(1)
+}
+
+/// 64-bit hash of a stack (never 0); what `intern_hashed` expects.
+#[inline]
+pub(crate) fn hash_stack(stack: &[usize]) -> u64 {
+    let h = stack.iter().fold(HASH_SEED, |h, &word| hash_step(h, word));
+    hash_finish(h, stack.len())
 }
 
 /// The stored stack of `id`, if `id` is published.

@@ -14,7 +14,7 @@ mod symbols;
 mod typename;
 
 pub(crate) use capture::capture_into;
-pub(crate) use intern::{intern, SiteId};
+pub(crate) use intern::{intern_hashed, SiteId};
 pub(crate) use sampler::{scale, scale_blocks, Sampler};
 pub use site::{Frame, Site};
 pub(crate) use symbols::resolve;
