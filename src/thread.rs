@@ -195,7 +195,7 @@ impl State {
     /// thread's previous one (the usual case in a loop) reuses its id without a lookup: the walk
     /// compares each address with the buffer's as it writes it. Allocations made meanwhile (the
     /// first capture of a thread asks libc for its stack bounds) are not recorded.
-    #[inline]
+    #[inline(always)]
     fn capture_site(&self, depth: usize) -> u32 {
         if self.busy.replace(true) {
             return 0;
@@ -296,26 +296,27 @@ pub fn fast_alloc(size: usize, sampled: bool) -> Option<Header> {
 /// when the site's counters are not allocated yet).
 #[inline(always)]
 pub fn fast_alloc_exact(size: usize, depth: usize) -> Option<Header> {
-    STATE
-        .try_with(|st| {
-            let slot = st.fast.get();
-            if slot.is_null() || st.below_limit(size).is_none() {
-                return None;
-            }
-            // SAFETY: a non-null `fast` was set from a `&'static Slot`, the thread's private one.
-            let slot = unsafe { &*slot };
-            let site = st.capture_site(depth);
-            let counters = match site {
-                0 => None,
-                _ => Some(slot.site_ready(site)?),
-            };
-            // Read again: the capture counts nothing, but the figure must not be stale.
-            let bytes = st.below_limit(size)?;
-            st.commit_alloc(slot, size, bytes, counters);
-            Some(Header::tracked(site, checkpoint::epoch(), 0, false))
-        })
-        .ok()
-        .flatten()
+    // The state is borrowed outside `try_with`: with the capture inside its closure, `try_with`
+    // was compiled as a function of its own, one more frame for every capture to walk.
+    let st = STATE.try_with(|st| st as *const State).ok()?;
+    // SAFETY: `STATE` is `const`-initialised and has no destructor, so its storage lives until
+    // this thread exits; the reference is only used during this call, on this thread.
+    let st = unsafe { &*st };
+    let slot = st.fast.get();
+    if slot.is_null() || st.below_limit(size).is_none() {
+        return None;
+    }
+    // SAFETY: a non-null `fast` was set from a `&'static Slot`, the thread's private one.
+    let slot = unsafe { &*slot };
+    let site = st.capture_site(depth);
+    let counters = match site {
+        0 => None,
+        _ => Some(slot.site_ready(site)?),
+    };
+    // Read again: the capture counts nothing, but the figure must not be stale.
+    let bytes = st.below_limit(size)?;
+    st.commit_alloc(slot, size, bytes, counters);
+    Some(Header::tracked(site, checkpoint::epoch(), 0, false))
 }
 
 /// The inlined path of freeing a block without a call site, counted with exact weights and no
