@@ -390,9 +390,10 @@ impl State {
     }
 }
 
-/// Runs `f` with the thread's context when the fast path does not apply: claims the thread's slot
-/// on its first event, uses the shared slot during teardown, and returns `None` without running
-/// `f` when the thread is inside heapdelta (a nested allocation, which must not be recorded).
+/// Runs `f` with the thread's context when the fast slot is closed: claims the thread's slot on
+/// its first event, uses the shared slot during teardown, and returns `None` without running `f`
+/// when the thread is inside heapdelta (a nested allocation, which must not be recorded). Events
+/// inside a scope and under a `HEAPDELTA` override are recorded here too.
 #[cold]
 #[inline(never)]
 pub fn record_slow<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {

@@ -233,8 +233,8 @@ impl<A: GlobalAlloc> Tracker<A> {
         }
     }
 
-    /// `on_alloc` under a `HEAPDELTA` override, or when the thread has no slot of its own yet, is
-    /// inside heapdelta, or is exiting.
+    /// `on_alloc` inside a scope, under a `HEAPDELTA` override, or when the thread has no slot of
+    /// its own yet, is inside heapdelta, or is exiting.
     #[cold]
     #[inline(never)]
     fn on_alloc_slow(&self, size: usize) -> Header {
