@@ -10,7 +10,8 @@
 //! The fast paths test a single pointer: the thread's slot, kept non-null only while the thread
 //! owns a private slot, is not inside heapdelta, is outside any scope, and `HEAPDELTA` (once read)
 //! does not override the trackers' settings. `fast_alloc` and `fast_free` are the inlined paths of
-//! plain blocks (no call site, no tag); `fast` runs any recording step under the same condition.
+//! plain blocks (no call site, no tag), `fast_alloc_exact` and `fast_free_sited` those of blocks
+//! with an exact call site; `fast` runs any recording step under the same condition.
 //! Everything else (the first event of a thread, nested events, scopes, teardown, the shared slot,
 //! an override) goes through the cold `record_slow`.
 
