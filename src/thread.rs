@@ -11,9 +11,10 @@
 //! owns a private slot, is not inside heapdelta, is outside any scope, and `HEAPDELTA` (once read)
 //! does not override the trackers' settings. `fast_alloc` and `fast_free` are the inlined paths of
 //! plain blocks (no call site, no tag), `fast_alloc_exact` and `fast_free_sited` those of blocks
-//! with an exact call site; `fast` runs any recording step under the same condition.
-//! Everything else (the first event of a thread, nested events, scopes, teardown, the shared slot,
-//! an override) goes through the cold `record_slow`.
+//! with an exact call site. `fast` runs any recording step (scopes included) under the same
+//! condition except the scope, with a `direct` pointer. Everything else (the first event of a
+//! thread, nested events, teardown, the shared slot, an override) goes through the cold
+//! `record_slow`.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -25,9 +26,11 @@ use crate::header::Header;
 use crate::stats::{self, Pending, SiteCnt, Slot};
 
 struct State {
-    /// The thread's own slot while the fast path may count into it: set once the thread has a
-    /// private slot and `HEAPDELTA` is read and overrides nothing; null while `busy` is set or a
-    /// scope tag is (and before, and after teardown).
+    /// The thread's own slot while any recording step may count into it directly: set once the
+    /// thread has a private slot and `HEAPDELTA` is read and overrides nothing; null while `busy`
+    /// is set (and before, and after teardown).
+    direct: Cell<*const Slot>,
+    /// `direct` outside any scope, for the fast paths of untagged blocks; null inside a scope.
     fast: Cell<*const Slot>,
     busy: Cell<bool>,
     slot: Cell<*const Slot>,
@@ -56,6 +59,7 @@ pub const STACK_WORDS: usize = 64;
 thread_local! {
     static STATE: State = const {
         State {
+            direct: Cell::new(ptr::null()),
             fast: Cell::new(ptr::null()),
             busy: Cell::new(false),
             slot: Cell::new(ptr::null()),
@@ -76,25 +80,27 @@ thread_local! {
 }
 
 impl State {
-    /// Sets or clears the guard and returns its previous value; the fast slot follows it.
+    /// Sets or clears the guard and returns its previous value; the direct and fast slots follow it.
     fn set_busy(&self, busy: bool) -> bool {
         let was = self.busy.replace(busy);
         self.refresh_fast();
         was
     }
 
-    /// Sets the fast slot from the thread's state and the configuration.
+    /// Sets the direct and fast slots from the thread's state and the configuration.
     fn refresh_fast(&self) {
-        let fast = if self.busy.get()
-            || self.index.get() == 0
-            || self.tag.get() != 0
-            || !config::static_settings_hold()
+        let direct = if self.busy.get() || self.index.get() == 0 || !config::static_settings_hold()
         {
             ptr::null()
         } else {
             self.slot.get()
         };
-        self.fast.set(fast);
+        self.direct.set(direct);
+        self.fast.set(if self.tag.get() != 0 {
+            ptr::null()
+        } else {
+            direct
+        });
     }
 
     fn with_pending(&self, f: impl FnOnce(&mut Pending)) {
@@ -118,6 +124,7 @@ impl Drop for Owner {
             st.with_pending(stats::flush);
             stats::release(st.index.replace(0));
             st.slot.set(stats::shared_slot());
+            st.direct.set(ptr::null());
             st.fast.set(ptr::null());
         });
     }
@@ -201,11 +208,15 @@ impl State {
         if self.busy.replace(true) {
             return 0;
         }
-        // The guard closes the fast slot while the capture runs. Nothing it does changes the
-        // thread's slot or tag, and the configuration can only ever open the slot, so restoring
-        // the value found here is safe: at worst the slot stays closed until the next slow event
-        // reopens it.
-        let _busy = Busy(self, self.fast.replace(ptr::null()));
+        // The guard closes the direct and fast slots while the capture runs. Nothing it does
+        // changes the thread's slot or tag, and the configuration can only ever open the slots,
+        // so restoring the values found here is safe: at worst they stay closed until the next
+        // slow event reopens them.
+        let _busy = Busy {
+            st: self,
+            direct: self.direct.replace(ptr::null()),
+            fast: self.fast.replace(ptr::null()),
+        };
         // SAFETY: the buffer is only borrowed here, while `busy` is set; a nested call on this
         // thread sees `busy` and returns above, and no other thread can reach this thread-local.
         let buf = unsafe { &mut *self.stack.get() };
@@ -232,28 +243,33 @@ fn teardown_change(bytes: i64, blocks: i64) {
     stats::flush(&mut p);
 }
 
-/// Clears the guard set by `State::capture_site` and restores the fast slot it closed.
-struct Busy<'a>(&'a State, *const Slot);
+/// Clears the guard set by `State::capture_site` and restores the slots it closed.
+struct Busy<'a> {
+    st: &'a State,
+    direct: *const Slot,
+    fast: *const Slot,
+}
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        self.0.busy.set(false);
-        self.0.fast.set(self.1);
+        self.st.busy.set(false);
+        self.st.direct.set(self.direct);
+        self.st.fast.set(self.fast);
     }
 }
 
-/// Runs `f` with the thread's context when the fast slot is open (the thread has a slot of its
-/// own, is not inside heapdelta nor in a scope, and `HEAPDELTA` overrides nothing); `None`
-/// otherwise, without running it.
+/// Runs `f` with the thread's context when the direct slot is open (the thread has a slot of its
+/// own, is not inside heapdelta, and `HEAPDELTA` overrides nothing); `None` otherwise, without
+/// running it.
 #[inline(always)]
 pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
     STATE
         .try_with(|st| {
-            let slot = st.fast.get();
+            let slot = st.direct.get();
             if slot.is_null() {
                 return None;
             }
-            // SAFETY: a non-null `fast` was set from a `&'static Slot`.
+            // SAFETY: a non-null `direct` was set from a `&'static Slot`.
             let slot = unsafe { &*slot };
             Some(f(&Ctx {
                 st: Some(st),
@@ -391,10 +407,10 @@ impl State {
     }
 }
 
-/// Runs `f` with the thread's context when the fast slot is closed: claims the thread's slot on
+/// Runs `f` with the thread's context when the direct slot is closed: claims the thread's slot on
 /// its first event, uses the shared slot during teardown, and returns `None` without running `f`
 /// when the thread is inside heapdelta (a nested allocation, which must not be recorded). Events
-/// inside a scope and under a `HEAPDELTA` override are recorded here too.
+/// under a `HEAPDELTA` override are recorded here too.
 #[cold]
 #[inline(never)]
 pub fn record_slow<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {

@@ -225,7 +225,7 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// without a slot of its own or inside heapdelta, a `HEAPDELTA` override.
     #[inline(never)]
     fn on_alloc_general(&self, size: usize) -> Header {
-        // The fast slot is only open when `HEAPDELTA` overrides nothing, so the mode is the
+        // The direct slot is only open when `HEAPDELTA` overrides nothing, so the mode is the
         // static's own.
         match thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth)) {
             Some(h) => h,
@@ -233,8 +233,8 @@ impl<A: GlobalAlloc> Tracker<A> {
         }
     }
 
-    /// `on_alloc` inside a scope, under a `HEAPDELTA` override, or when the thread has no slot of
-    /// its own yet, is inside heapdelta, or is exiting.
+    /// `on_alloc` under a `HEAPDELTA` override, or when the thread has no slot of its own yet, is
+    /// inside heapdelta, or is exiting.
     #[cold]
     #[inline(never)]
     fn on_alloc_slow(&self, size: usize) -> Header {
