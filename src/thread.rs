@@ -19,7 +19,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 
-use crate::callsite::{self, Sampler};
+use crate::callsite::{Sampler, StackBuffer};
 use crate::checkpoint;
 use crate::config;
 use crate::header::Header;
@@ -45,17 +45,6 @@ struct State {
     stack: UnsafeCell<StackBuffer>,
 }
 
-/// A thread's capture buffer, and what its last capture found.
-pub struct StackBuffer {
-    /// Return addresses; the first `last.0` of them are the last captured stack.
-    pub words: [usize; STACK_WORDS],
-    /// Length and site id of the last captured stack (`None` before the first).
-    pub last: Option<(usize, u32)>,
-}
-
-/// Words in the per-thread capture buffer.
-pub const STACK_WORDS: usize = 64;
-
 thread_local! {
     static STATE: State = const {
         State {
@@ -69,10 +58,7 @@ thread_local! {
             limit: Cell::new(0),
             tag: Cell::new(0),
             sampler: UnsafeCell::new(Sampler::new(0)),
-            stack: UnsafeCell::new(StackBuffer {
-                words: [0; STACK_WORDS],
-                last: None,
-            }),
+            stack: UnsafeCell::new(StackBuffer::new()),
         }
     };
     /// Owns the thread's slot; its destructor gives the slot back when the thread exits.
@@ -197,12 +183,11 @@ impl Ctx<'_> {
 }
 
 impl State {
-    /// Captures the current stack (at most `depth` frames) into the thread's buffer and interns
-    /// it, with the guard set; returns its site id, or 0 when the thread is already inside
-    /// heapdelta (the buffer may be in use further up this thread's stack). A stack equal to the
-    /// thread's previous one (the usual case in a loop) reuses its id without a lookup: the walk
-    /// compares each address with the buffer's as it writes it. Allocations made meanwhile (the
-    /// first capture of a thread asks libc for its stack bounds) are not recorded.
+    /// Captures the current stack (at most `depth` frames) into the thread's buffer with the
+    /// guard set and returns its site id (see `StackBuffer::capture_site`), or 0 when the thread
+    /// is already inside heapdelta (the buffer may be in use further up this thread's stack).
+    /// Allocations made meanwhile (the first capture of a thread asks libc for its stack bounds)
+    /// are not recorded.
     #[inline(always)]
     fn capture_site(&self, depth: usize) -> u32 {
         if self.busy.replace(true) {
@@ -219,15 +204,7 @@ impl State {
         };
         // SAFETY: the buffer is only borrowed here, while `busy` is set; a nested call on this
         // thread sees `busy` and returns above, and no other thread can reach this thread-local.
-        let buf = unsafe { &mut *self.stack.get() };
-        let words = &mut buf.words[..depth.min(STACK_WORDS)];
-        let c = callsite::capture_into(words, 0);
-        let id = match buf.last {
-            Some((n, id)) if c.unchanged && n == c.n => id,
-            _ => callsite::intern_hashed(words.get(..c.n).unwrap_or(&[]), c.hash),
-        };
-        buf.last = Some((c.n, id));
-        id
+        unsafe { &mut *self.stack.get() }.capture_site(depth)
     }
 }
 

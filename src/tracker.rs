@@ -32,7 +32,7 @@ pub enum CallSites {
 }
 
 /// Most frames a call site keeps.
-pub const MAX_DEPTH: usize = thread::STACK_WORDS;
+pub const MAX_DEPTH: usize = callsite::STACK_WORDS;
 
 /// The tracking allocator. Install it as the global allocator:
 ///

@@ -6,6 +6,7 @@
 //! Report time (under the reentrancy guard): [`resolve`] → [`Site`] (trimmed [`Frame`]s and the
 //! allocated type).
 
+mod buffer;
 mod capture;
 mod intern;
 mod sampler;
@@ -13,8 +14,8 @@ mod site;
 mod symbols;
 mod typename;
 
-pub(crate) use capture::capture_into;
-pub(crate) use intern::{intern_hashed, SiteId};
+pub(crate) use buffer::{StackBuffer, STACK_WORDS};
+pub(crate) use intern::SiteId;
 pub(crate) use sampler::{scale, scale_blocks, Sampler};
 pub use site::{Frame, Site};
 pub(crate) use symbols::resolve;
