@@ -50,9 +50,11 @@ impl Sampler {
     /// most `isize::MAX`, as every `Layout`'s.
     #[inline(always)]
     pub(crate) fn skip(&mut self, size: usize) -> bool {
-        let left = self.bytes_until_sample.saturating_sub(size as i64);
-        if left > 0 {
-            self.bytes_until_sample = left;
+        // `size as i64` is exact for every `Layout` size; the subtraction cannot overflow once the
+        // compare holds.
+        let size = size as i64;
+        if size < self.bytes_until_sample {
+            self.bytes_until_sample -= size;
             return true;
         }
         false
