@@ -110,34 +110,36 @@ impl Churn {
     }
 
     fn run<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
-        for _ in 0..ops {
-            let i = (self.next() % LIVE as u64) as usize;
-            let (p, l) = self.live[i];
-            // SAFETY: `p` is live with `l`.
-            unsafe { a.dealloc(p, l) };
-            let l = self.layout();
-            // SAFETY: non-zero size.
-            let p = unsafe { a.alloc(l) };
-            // SAFETY: the block has at least one byte.
-            unsafe { p.write(1) };
-            self.live[i] = (black_box(p), l);
-        }
+        // SAFETY: every layout has a non-zero size.
+        self.run_with(a, ops, |a, l, _| unsafe { a.alloc(l) });
     }
 
     /// `run`, with the allocations made from three call sites in turn (as a program's usually
     /// are), so no capture finds the stack of the one before.
     fn run_three_sites<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
+        self.run_with(a, ops, |a, l, op| match op % 3 {
+            0 => alloc_at_first_site(a, l),
+            1 => alloc_at_second_site(a, l),
+            _ => alloc_at_third_site(a, l),
+        });
+    }
+
+    /// `ops` operations, each freeing a random live block and allocating its replacement with
+    /// `alloc(a, layout, op)`.
+    #[inline(always)]
+    fn run_with<A: GlobalAlloc>(
+        &mut self,
+        a: &A,
+        ops: u64,
+        alloc: impl Fn(&A, Layout, u64) -> *mut u8,
+    ) {
         for op in 0..ops {
             let i = (self.next() % LIVE as u64) as usize;
             let (p, l) = self.live[i];
             // SAFETY: `p` is live with `l`.
             unsafe { a.dealloc(p, l) };
             let l = self.layout();
-            let p = match op % 3 {
-                0 => alloc_at_first_site(a, l),
-                1 => alloc_at_second_site(a, l),
-                _ => alloc_at_third_site(a, l),
-            };
+            let p = alloc(a, l, op);
             // SAFETY: the block has at least one byte.
             unsafe { p.write(1) };
             self.live[i] = (black_box(p), l);
