@@ -1,0 +1,161 @@
+//! The churn workloads the benches share (called through `GlobalAlloc` directly):
+//! - `small_churn`: 1,000 live blocks of random sizes 8–512 B; each op frees one and allocates
+//!   a replacement;
+//! - `mixed_churn`: the same with sizes log-uniform over 8 B–64 KiB;
+//! - `small_churn_2t`: `small_churn` on two threads at once;
+//! - `small_churn_3sites`: `small_churn` with the allocations made from three functions in turn,
+//!   so exact call sites never see the same stack twice in a row, as in most programs.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Live blocks in every workload.
+pub const LIVE: usize = 1000;
+/// Operations per criterion iteration.
+pub const OPS: u64 = 1000;
+
+/// The churn workload: `LIVE` live blocks; each operation frees one at random and allocates its
+/// replacement.
+pub struct Churn {
+    live: Vec<(*mut u8, Layout)>,
+    rng: u64,
+    log_sizes: bool,
+}
+
+impl Churn {
+    /// Allocates the live blocks from `a`; sizes are 8–512 B, or log-uniform over 8 B–64 KiB
+    /// with `log_sizes`.
+    pub fn new<A: GlobalAlloc>(a: &A, log_sizes: bool, seed: u64) -> Churn {
+        let mut c = Churn {
+            live: Vec::with_capacity(LIVE),
+            rng: seed | 1,
+            log_sizes,
+        };
+        for _ in 0..LIVE {
+            let l = c.layout();
+            // SAFETY: non-zero size.
+            let p = unsafe { a.alloc(l) };
+            c.live.push((p, l));
+        }
+        c
+    }
+
+    fn next(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+
+    fn layout(&mut self) -> Layout {
+        let size = if self.log_sizes {
+            let r = self.next();
+            let bits = 3 + (r % 14) as u32; // 8 B .. 64 KiB
+            (1usize << bits) + ((r >> 8) as usize & ((1 << bits) - 1))
+        } else {
+            8 + (self.next() % 505) as usize
+        };
+        Layout::from_size_align(size.min(65536), 8).unwrap()
+    }
+
+    /// `ops` operations on `a`.
+    pub fn run<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
+        // SAFETY: every layout has a non-zero size.
+        self.run_with(a, ops, |a, l, _| unsafe { a.alloc(l) });
+    }
+
+    /// `run`, with the allocations made from three call sites in turn (as a program's usually
+    /// are), so no capture finds the stack of the one before.
+    pub fn run_three_sites<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
+        self.run_with(a, ops, |a, l, op| match op % 3 {
+            0 => alloc_at_first_site(a, l),
+            1 => alloc_at_second_site(a, l),
+            _ => alloc_at_third_site(a, l),
+        });
+    }
+
+    /// `ops` operations, each freeing a random live block and allocating its replacement with
+    /// `alloc(a, layout, op)`.
+    #[inline(always)]
+    fn run_with<A: GlobalAlloc>(
+        &mut self,
+        a: &A,
+        ops: u64,
+        alloc: impl Fn(&A, Layout, u64) -> *mut u8,
+    ) {
+        for op in 0..ops {
+            let i = (self.next() % LIVE as u64) as usize;
+            let (p, l) = self.live[i];
+            // SAFETY: `p` is live with `l`.
+            unsafe { a.dealloc(p, l) };
+            let l = self.layout();
+            let p = alloc(a, l, op);
+            // SAFETY: the block has at least one byte.
+            unsafe { p.write(1) };
+            self.live[i] = (black_box(p), l);
+        }
+    }
+
+    /// Frees the live blocks.
+    pub fn free_all<A: GlobalAlloc>(self, a: &A) {
+        for (p, l) in self.live {
+            // SAFETY: `p` is live with `l`.
+            unsafe { a.dealloc(p, l) };
+        }
+    }
+}
+
+#[inline(never)]
+fn alloc_at_first_site<A: GlobalAlloc>(a: &A, l: Layout) -> *mut u8 {
+    // SAFETY: non-zero size.
+    black_box(unsafe { a.alloc(l) })
+}
+
+#[inline(never)]
+fn alloc_at_second_site<A: GlobalAlloc>(a: &A, l: Layout) -> *mut u8 {
+    // SAFETY: non-zero size.
+    black_box(unsafe { a.alloc(l) })
+}
+
+#[inline(never)]
+fn alloc_at_third_site<A: GlobalAlloc>(a: &A, l: Layout) -> *mut u8 {
+    // SAFETY: non-zero size.
+    black_box(unsafe { a.alloc(l) })
+}
+
+/// `small_churn` on two threads at once, `iters * OPS` operations each.
+pub fn two_threads<A: GlobalAlloc + Sync>(a: &'static A, iters: u64) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            s.spawn(move || {
+                let mut c = Churn::new(a, false, 0x1234_5678 + t);
+                c.run(a, iters * OPS);
+                c.free_all(a);
+            });
+        }
+    });
+    start.elapsed()
+}
+
+/// One timed run of `small_churn` / `mixed_churn` (`log_sizes`) on `a`: `ops` operations after
+/// setting up the live blocks, which are freed after the clock stops.
+pub fn timed_churn<A: GlobalAlloc>(a: &A, log_sizes: bool, ops: u64) -> Duration {
+    let mut c = Churn::new(a, log_sizes, 42);
+    let start = Instant::now();
+    c.run(a, ops);
+    let t = start.elapsed();
+    c.free_all(a);
+    t
+}
+
+/// One timed run of `small_churn_3sites` on `a`: `ops` operations from three call sites in turn.
+pub fn timed_three_sites<A: GlobalAlloc>(a: &A, ops: u64) -> Duration {
+    let mut c = Churn::new(a, false, 42);
+    let start = Instant::now();
+    c.run_three_sites(a, ops);
+    let t = start.elapsed();
+    c.free_all(a);
+    t
+}

@@ -1,0 +1,104 @@
+//! heapdelta's call sites against a profiler that records them too: dhat (`dhat::Alloc`, heap
+//! mode), as ratios to `System` measured in one run (paired rounds, see `common/paired.rs`).
+//!
+//! dhat must be the global allocator for its profiler to run, so this bench has its own binary.
+//! Every contender is still called through `GlobalAlloc` directly on the same churn workloads as
+//! `overhead` (`common/churn.rs`); the profiler runs in testing mode, so it writes no file.
+//!
+//! `cargo bench --bench peers` prints the table (about a minute: dhat is slow).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+
+use heapdelta::{CallSites, Tracker};
+use paired::Contender;
+
+#[path = "common/churn.rs"]
+mod churn;
+#[path = "common/paired.rs"]
+mod paired;
+use churn::{timed_churn, timed_three_sites, two_threads};
+
+#[global_allocator]
+static DHAT: dhat::Alloc = dhat::Alloc;
+
+static EXACT: Tracker = Tracker::new().call_sites(CallSites::Exact);
+static SAMPLED: Tracker = Tracker::new().call_sites(CallSites::Sampled {
+    mean_bytes: 512 * 1024,
+});
+
+/// Calls a tracker static as `__rust_alloc` would (see `overhead.rs`).
+macro_rules! handle {
+    ($handle:ident, $static:ident) => {
+        struct $handle;
+        // SAFETY: forwards every call to the static unchanged.
+        unsafe impl GlobalAlloc for $handle {
+            #[inline(always)]
+            unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+                // SAFETY: the caller's contract, passed on.
+                unsafe { $static.alloc(layout) }
+            }
+            #[inline(always)]
+            unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+                // SAFETY: the caller's contract, passed on.
+                unsafe { $static.dealloc(ptr, layout) }
+            }
+        }
+    };
+}
+handle!(Exact, EXACT);
+handle!(Sampled, SAMPLED);
+
+/// Rounds per table: fewer than `overhead`'s 21, since a dhat round takes a while.
+const ROUNDS: usize = 7;
+
+fn main() {
+    static SYSTEM: System = System;
+    let _profiler = dhat::Profiler::builder().testing().build();
+    println!("ratios to the baseline, paired within each of {ROUNDS} rounds (median [min–max]):");
+    macro_rules! contenders {
+        ($run:expr) => {
+            [
+                Contender {
+                    name: "system",
+                    run: &|| $run(&SYSTEM),
+                    base: 0,
+                },
+                Contender {
+                    name: "tracker_exact",
+                    run: &|| $run(&Exact),
+                    base: 0,
+                },
+                Contender {
+                    name: "tracker_sampled",
+                    run: &|| $run(&Sampled),
+                    base: 0,
+                },
+                Contender {
+                    name: "dhat (peer)",
+                    run: &|| $run(&DHAT),
+                    base: 0,
+                },
+            ]
+        };
+    }
+    paired::print_ratios(
+        "small_churn",
+        ROUNDS,
+        &contenders!(|a| timed_churn(a, false, 50_000)),
+    );
+    paired::print_ratios(
+        "small_churn_3sites",
+        ROUNDS,
+        &contenders!(|a| timed_three_sites(a, 50_000)),
+    );
+    paired::print_ratios(
+        "mixed_churn",
+        ROUNDS,
+        &contenders!(|a| timed_churn(a, true, 20_000)),
+    );
+    paired::print_ratios(
+        "small_churn_2t",
+        ROUNDS,
+        &contenders!(|a| two_threads(a, 50)),
+    );
+}
