@@ -61,22 +61,18 @@ impl Churn {
 
     /// `ops` operations on `a`.
     pub fn run<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
-        // SAFETY: every layout has a non-zero size.
-        self.run_with(a, ops, |a, l, _| unsafe { a.alloc(l) });
+        self.run_with(a, ops, alloc_here::<A>);
     }
 
     /// `run`, with the allocations made from three call sites in turn (as a program's usually
     /// are), so no capture finds the stack of the one before.
     pub fn run_three_sites<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
-        self.run_with(a, ops, |a, l, op| match op % 3 {
-            0 => alloc_at_first_site(a, l),
-            1 => alloc_at_second_site(a, l),
-            _ => alloc_at_third_site(a, l),
-        });
+        self.run_with(a, ops, alloc_at_three_sites::<A>);
     }
 
     /// `ops` operations, each freeing a random live block and allocating its replacement with
-    /// `alloc(a, layout, op)`.
+    /// `alloc(a, layout, op)`: a function marked `#[inline(always)]` (a closure could be left out
+    /// of line, which would add a call to every allocation for some allocators and not others).
     #[inline(always)]
     fn run_with<A: GlobalAlloc>(
         &mut self,
@@ -103,6 +99,23 @@ impl Churn {
             // SAFETY: `p` is live with `l`.
             unsafe { a.dealloc(p, l) };
         }
+    }
+}
+
+/// Allocates from the churn loop itself.
+#[inline(always)]
+fn alloc_here<A: GlobalAlloc>(a: &A, l: Layout, _op: u64) -> *mut u8 {
+    // SAFETY: every layout has a non-zero size.
+    unsafe { a.alloc(l) }
+}
+
+/// Allocates from one of three functions, in turn.
+#[inline(always)]
+fn alloc_at_three_sites<A: GlobalAlloc>(a: &A, l: Layout, op: u64) -> *mut u8 {
+    match op % 3 {
+        0 => alloc_at_first_site(a, l),
+        1 => alloc_at_second_site(a, l),
+        _ => alloc_at_third_site(a, l),
     }
 }
 
