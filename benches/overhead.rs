@@ -1,7 +1,8 @@
 //! heapdelta's overhead against the system allocator, as ratios measured in one run.
 //!
 //! Workloads (`common/churn.rs`, the same code for every allocator): `small_churn`,
-//! `mixed_churn`, `small_churn_2t`, and, in the ratio table only, `small_churn_3sites`.
+//! `mixed_churn`, `small_churn_2t`, and, in the ratio table only, `small_churn_3sites` and
+//! `small_churn_scope` (sites off, with the churn run inside a `heapdelta::scope`).
 //!
 //! Allocators: `System`; `stats_alloc`, a counter-only peer (global atomic counters, no per-block
 //! data), in the ratio table; `Tracker` over `System` with call sites off, exact, and sampled
@@ -10,7 +11,7 @@
 //! After criterion's report, a table of ratios is printed: each comes from rounds in which the
 //! allocator and its baseline run back to back, so the machine's load drifts hit both alike.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, System};
 use std::time::Duration;
 
 use criterion::{criterion_group, Criterion};
@@ -18,6 +19,9 @@ use paired::Contender;
 
 #[path = "common/churn.rs"]
 mod churn;
+#[macro_use]
+#[path = "common/handle.rs"]
+mod handle;
 #[path = "common/paired.rs"]
 mod paired;
 use churn::{timed_churn, timed_three_sites, two_threads, Churn, OPS};
@@ -35,28 +39,6 @@ static PEER: stats_alloc::StatsAlloc<System> = stats_alloc::StatsAlloc::system()
 static POOL: Pool = Pool::new();
 static TRACKED_POOL: Tracker<Pool> = Tracker::wrap(Pool::new()).call_sites(CallSites::Off);
 
-/// A program reaches its global allocator through `__rust_alloc`, which calls a function made for
-/// that one static, so the static's settings are constants there. Each tracker gets a zero-sized
-/// handle forwarding to its static, so the churn code is compiled once per tracker, as in a
-/// program that installs it (one shared instance would read the settings at run time instead).
-macro_rules! handle {
-    ($handle:ident, $static:ident) => {
-        struct $handle;
-        // SAFETY: forwards every call to the static unchanged.
-        unsafe impl GlobalAlloc for $handle {
-            #[inline(always)]
-            unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-                // SAFETY: the caller's contract, passed on.
-                unsafe { $static.alloc(layout) }
-            }
-            #[inline(always)]
-            unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-                // SAFETY: the caller's contract, passed on.
-                unsafe { $static.dealloc(ptr, layout) }
-            }
-        }
-    };
-}
 handle!(Off, OFF);
 handle!(Exact, EXACT);
 handle!(Sampled, SAMPLED);
@@ -174,6 +156,31 @@ fn paired_ratios() {
         "small_churn_2t",
         ROUNDS,
         &contenders!(|a| two_threads(a, 200)),
+    );
+    // Inside a scope, events take the general recording path instead of the inlined one.
+    paired::print_ratios(
+        "small_churn_scope",
+        ROUNDS,
+        &[
+            Contender {
+                name: "system",
+                run: &|| timed_churn(&SYSTEM, false, 200_000),
+                base: 0,
+            },
+            Contender {
+                name: "tracker_off",
+                run: &|| timed_churn(&Off, false, 200_000),
+                base: 0,
+            },
+            Contender {
+                name: "tracker_off_scoped",
+                run: &|| {
+                    let _scope = heapdelta::scope("bench");
+                    timed_churn(&Off, false, 200_000)
+                },
+                base: 0,
+            },
+        ],
     );
 }
 

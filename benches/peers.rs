@@ -7,13 +7,16 @@
 //!
 //! `cargo bench --bench peers` prints the table (about a minute: dhat is slow).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::System;
 
 use heapdelta::{CallSites, Tracker};
 use paired::Contender;
 
 #[path = "common/churn.rs"]
 mod churn;
+#[macro_use]
+#[path = "common/handle.rs"]
+mod handle;
 #[path = "common/paired.rs"]
 mod paired;
 use churn::{timed_churn, timed_three_sites, two_threads};
@@ -26,25 +29,6 @@ static SAMPLED: Tracker = Tracker::new().call_sites(CallSites::Sampled {
     mean_bytes: 512 * 1024,
 });
 
-/// Calls a tracker static as `__rust_alloc` would (see `overhead.rs`).
-macro_rules! handle {
-    ($handle:ident, $static:ident) => {
-        struct $handle;
-        // SAFETY: forwards every call to the static unchanged.
-        unsafe impl GlobalAlloc for $handle {
-            #[inline(always)]
-            unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-                // SAFETY: the caller's contract, passed on.
-                unsafe { $static.alloc(layout) }
-            }
-            #[inline(always)]
-            unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-                // SAFETY: the caller's contract, passed on.
-                unsafe { $static.dealloc(ptr, layout) }
-            }
-        }
-    };
-}
 handle!(Exact, EXACT);
 handle!(Sampled, SAMPLED);
 
