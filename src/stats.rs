@@ -116,22 +116,23 @@ impl Counts {
     }
 }
 
-/// Counters for one small request size: the bytes they stand for are the size times the count,
-/// so one add per event keeps both blocks and bytes.
-struct SizeCnt {
-    alloc: Cnt,
-    free: Cnt,
+/// Counters for the small request sizes, one array per kind so that the two an allocation or a
+/// free touches pack eight sizes to a cache line: the bytes they stand for are the size times the
+/// count, so one add per event keeps both blocks and bytes.
+struct SizeCnts {
+    alloc: [Cnt; SMALL_MAX + 1],
+    free: [Cnt; SMALL_MAX + 1],
     /// Frees of blocks born in an earlier epoch than the one they were freed in. Most blocks die
     /// young, so counting the old ones (young = all − old) keeps the usual free to one add.
-    old_free: Cnt,
+    old_free: [Cnt; SMALL_MAX + 1],
 }
 
-impl SizeCnt {
+impl SizeCnts {
     const fn new() -> Self {
-        SizeCnt {
-            alloc: Cnt::new(),
-            free: Cnt::new(),
-            old_free: Cnt::new(),
+        SizeCnts {
+            alloc: [const { Cnt::new() }; SMALL_MAX + 1],
+            free: [const { Cnt::new() }; SMALL_MAX + 1],
+            old_free: [const { Cnt::new() }; SMALL_MAX + 1],
         }
     }
 }
@@ -182,7 +183,7 @@ pub struct SiteCounts {
 pub struct Slot {
     claimed: AtomicBool,
     /// Requests of up to `SMALL_MAX` bytes, by exact size.
-    sizes: [SizeCnt; SMALL_MAX + 1],
+    sizes: SizeCnts,
     /// Larger requests, by size class.
     classes: [Quad; NUM_CLASSES],
     tags: [Quad; MAX_TAGS],
@@ -195,7 +196,7 @@ impl Slot {
     const fn new() -> Self {
         Slot {
             claimed: AtomicBool::new(false),
-            sizes: [const { SizeCnt::new() }; SMALL_MAX + 1],
+            sizes: SizeCnts::new(),
             classes: [const { Quad::new() }; NUM_CLASSES],
             tags: [const { Quad::new() }; MAX_TAGS],
             young_free_blocks: Cnt::new(),
@@ -208,8 +209,8 @@ impl Slot {
     /// adds).
     #[inline(always)]
     pub fn alloc(&self, size: usize, tag: u8, s: bool) {
-        match self.sizes.get(size) {
-            Some(c) => c.alloc.add(1, s),
+        match self.sizes.alloc.get(size) {
+            Some(c) => c.add(1, s),
             None => self.alloc_large(size, s),
         }
         if tag != 0 {
@@ -220,12 +221,12 @@ impl Slot {
     /// Counts a free; `young` when the block was born in the current epoch.
     #[inline(always)]
     pub fn free(&self, size: usize, tag: u8, young: bool, s: bool) {
-        match self.sizes.get(size) {
+        match self.sizes.free.get(size) {
             Some(c) => {
                 // `free` before `old_free`, which `read` loads in the opposite order.
-                c.free.add(1, s);
-                if !young {
-                    c.old_free.add(1, s);
+                c.add(1, s);
+                if let (false, Some(old)) = (young, self.sizes.old_free.get(size)) {
+                    old.add(1, s);
                 }
             }
             None => self.free_large(size, young, s),
@@ -399,7 +400,7 @@ pub fn claim() -> (u16, &'static Slot) {
 pub fn any_claimed() -> bool {
     let shared = &SLOTS[0];
     HIGH.load(Ordering::Relaxed) > 1
-        || shared.sizes.iter().any(|c| c.alloc.get() != 0)
+        || shared.sizes.alloc.iter().any(|c| c.get() != 0)
         || shared.classes.iter().any(|q| q.alloc_blocks.get() != 0)
 }
 
@@ -463,19 +464,19 @@ fn read(slots: &[Slot]) -> Raw {
     for (size, class) in (0..=SMALL_MAX).map(|n| (n as u64, class_of(n))) {
         let c = &mut raw.classes[class];
         // Frees before allocations, as for the other groups.
-        for cnt in slots.iter().filter_map(|s| s.sizes.get(size as usize)) {
+        for cnt in slots.iter().map(|s| &s.sizes) {
             // `old_free` first: every old free it sees was counted in `free` before, so `free`
             // read next is at least as large and `young` is never negative.
-            let old = cnt.old_free.get();
-            let free = cnt.free.get();
+            let old = cnt.old_free[size as usize].get();
+            let free = cnt.free[size as usize].get();
             let young = free.wrapping_sub(old);
             c.free_blocks = c.free_blocks.wrapping_add(free);
             c.free_bytes = c.free_bytes.wrapping_add(free.wrapping_mul(size));
             raw.young_free.0 = raw.young_free.0.wrapping_add(young);
             raw.young_free.1 = raw.young_free.1.wrapping_add(young.wrapping_mul(size));
         }
-        for cnt in slots.iter().filter_map(|s| s.sizes.get(size as usize)) {
-            let alloc = cnt.alloc.get();
+        for cnt in slots.iter().map(|s| &s.sizes) {
+            let alloc = cnt.alloc[size as usize].get();
             c.alloc_blocks = c.alloc_blocks.wrapping_add(alloc);
             c.alloc_bytes = c.alloc_bytes.wrapping_add(alloc.wrapping_mul(size));
         }
