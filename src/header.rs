@@ -56,7 +56,14 @@ impl Header {
     /// magic bits: the blocks whose frees the fast path handles.
     #[inline(always)]
     pub fn is_plain(&self) -> bool {
-        self.tag == 0 && self.flags == MAGIC | TRACKED
+        self.tag == 0 && self.is_exact()
+    }
+
+    /// Whether the block is counted with exact weights (not sampled) and has valid magic bits:
+    /// the blocks whose frees the out-of-line fast path handles, whatever their tag and site.
+    #[inline(always)]
+    pub fn is_exact(&self) -> bool {
+        self.flags == MAGIC | TRACKED
     }
 
     /// Whether the block is counted.

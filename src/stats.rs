@@ -256,6 +256,7 @@ impl Slot {
         }
     }
 
+    #[inline(always)]
     fn tag_alloc(&self, tag: u8, size: usize, s: bool) {
         if let Some(q) = self.tags.get(tag as usize) {
             q.alloc_blocks.add(1, s);
@@ -263,6 +264,7 @@ impl Slot {
         }
     }
 
+    #[inline(always)]
     fn tag_free(&self, tag: u8, size: usize, s: bool) {
         if let Some(q) = self.tags.get(tag as usize) {
             q.free_blocks.add(1, s);

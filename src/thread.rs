@@ -8,13 +8,13 @@
 //! the guard.
 //!
 //! The fast paths test a single pointer: the thread's slot, kept non-null only while the thread
-//! owns a private slot, is not inside heapdelta, is outside any scope, and `HEAPDELTA` (once read)
-//! does not override the trackers' settings. `fast_alloc` and `fast_free` are the inlined paths of
-//! plain blocks (no call site, no tag), `fast_alloc_exact` and `fast_free_sited` those of blocks
-//! with an exact call site. `fast` runs any recording step (scopes included) under the same
-//! condition except the scope, with a `direct` pointer. Everything else (the first event of a
-//! thread, nested events, teardown, the shared slot, an override) goes through the cold
-//! `record_slow`.
+//! owns a private slot, is not inside heapdelta, and `HEAPDELTA` (once read) does not override the
+//! trackers' settings. There are two such pointers, the two `Door`s: `fast` is also closed inside
+//! a scope, so the inlined paths (`fast_alloc` and `fast_free` through `Door::Plain`) never see a
+//! tag; `direct` is not, and the out-of-line paths (`Door::Scoped`: allocations in a scope, frees
+//! of tagged blocks or blocks with an exact call site, `fast_alloc_exact`, and `fast`, which runs
+//! any recording step) count tags. Everything else (the first event of a thread, nested events,
+//! teardown, the shared slot, an override) goes through the cold `record_slow`.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -30,7 +30,7 @@ struct State {
     /// thread has a private slot and `HEAPDELTA` is read and overrides nothing; null while `busy`
     /// is set (and before, and after teardown).
     direct: Cell<*const Slot>,
-    /// `direct` outside any scope, for the fast paths of untagged blocks; null inside a scope.
+    /// `direct` outside any scope, for the inlined paths, which count no tag; null inside a scope.
     fast: Cell<*const Slot>,
     busy: Cell<bool>,
     slot: Cell<*const Slot>,
@@ -65,7 +65,34 @@ thread_local! {
     static OWNER: Owner = const { Owner };
 }
 
+/// Which of the thread's slot pointers a fast path opens with (see the module docs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// `fast`, closed inside a scope: the inlined paths, whose blocks never carry a tag.
+    Plain,
+    /// `direct`, open inside scopes: the out-of-line paths, which count scope tags.
+    Scoped,
+}
+
 impl State {
+    /// The slot pointer `door` opens with.
+    #[inline(always)]
+    fn door(&self, door: Door) -> *const Slot {
+        match door {
+            Door::Plain => self.fast.get(),
+            Door::Scoped => self.direct.get(),
+        }
+    }
+
+    /// The tag a new block gets through `door` (always 0 through `Door::Plain`).
+    #[inline(always)]
+    fn tag_through(&self, door: Door) -> u8 {
+        match door {
+            Door::Plain => 0,
+            Door::Scoped => self.tag.get(),
+        }
+    }
+
     /// Sets or clears the guard and returns its previous value; the direct and fast slots follow it.
     fn set_busy(&self, busy: bool) -> bool {
         let was = self.busy.replace(busy);
@@ -258,15 +285,15 @@ pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
         .flatten()
 }
 
-/// The inlined path of a plain allocation of `size` bytes: no call site (or, with `sampled`, one
-/// the sampler does not pick) and not reaching the peak. Counts the block and returns its header;
-/// returns `None` having changed nothing when that does not hold or the fast slot is closed (see
-/// `State::fast`), so the caller runs the general path instead.
+/// The fast path of an allocation of `size` bytes without a call site (or, with `sampled`, one
+/// the sampler does not pick) that does not reach the peak. Counts the block and returns its
+/// header; returns `None` having changed nothing when that does not hold or `door` is closed, so
+/// the caller runs the general path instead.
 #[inline(always)]
-pub fn fast_alloc(size: usize, sampled: bool) -> Option<Header> {
+pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
     STATE
         .try_with(|st| {
-            let slot = st.fast.get();
+            let slot = st.door(door);
             let bytes = st.below_limit(size)?;
             if slot.is_null() {
                 return None;
@@ -276,31 +303,30 @@ pub fn fast_alloc(size: usize, sampled: bool) -> Option<Header> {
             if sampled && !unsafe { (*st.sampler.get()).skip(size) } {
                 return None;
             }
-            // SAFETY: a non-null `fast` was set from a `&'static Slot`, the thread's private one.
-            st.commit_alloc(unsafe { &*slot }, size, bytes, None);
-            Some(Header::tracked(0, checkpoint::epoch(), 0, false))
+            let tag = st.tag_through(door);
+            // SAFETY: a non-null `fast` or `direct` was set from a `&'static Slot`, the thread's
+            // private one.
+            st.commit_alloc(unsafe { &*slot }, size, bytes, tag, None);
+            Some(Header::tracked(0, checkpoint::epoch(), tag, false))
         })
         .ok()
         .flatten()
 }
 
-/// The path of an allocation of `size` bytes with an exact call site (at most `depth` frames),
-/// outside any scope and not reaching the peak: captures the site, counts the block there and
+/// The path of an allocation of `size` bytes with an exact call site (at most `depth` frames)
+/// that does not reach the peak, in a scope or not: captures the site, counts the block there and
 /// returns its header; returns `None` having counted nothing otherwise, as `fast_alloc` does (or
 /// when the site's counters are not allocated yet).
 #[inline(always)]
 pub fn fast_alloc_exact(size: usize, depth: usize) -> Option<Header> {
-    // The state is borrowed outside `try_with`: with the capture inside its closure, `try_with`
-    // was compiled as a function of its own, one more frame for every capture to walk.
-    let st = STATE.try_with(|st| st as *const State).ok()?;
-    // SAFETY: `STATE` is `const`-initialised and has no destructor, so its storage lives until
-    // this thread exits; the reference is only used during this call, on this thread.
-    let st = unsafe { &*st };
-    let slot = st.fast.get();
+    // With the capture inside `try_with`'s closure, `try_with` was compiled as a function of its
+    // own, one more frame for every capture to walk.
+    let st = state()?;
+    let slot = st.direct.get();
     if slot.is_null() || st.below_limit(size).is_none() {
         return None;
     }
-    // SAFETY: a non-null `fast` was set from a `&'static Slot`, the thread's private one.
+    // SAFETY: a non-null `direct` was set from a `&'static Slot`, the thread's private one.
     let slot = unsafe { &*slot };
     let site = st.capture_site(depth);
     let counters = match site {
@@ -309,57 +335,78 @@ pub fn fast_alloc_exact(size: usize, depth: usize) -> Option<Header> {
     };
     // Read again: the capture counts nothing, but the figure must not be stale.
     let bytes = st.below_limit(size)?;
-    st.commit_alloc(slot, size, bytes, counters);
-    Some(Header::tracked(site, checkpoint::epoch(), 0, false))
+    let tag = st.tag.get();
+    st.commit_alloc(slot, size, bytes, tag, counters);
+    Some(Header::tracked(site, checkpoint::epoch(), tag, false))
 }
 
-/// The inlined path of freeing a block without a call site, counted with exact weights and no
-/// scope tag (`h.is_plain()`, `h.site == 0`) of `size` bytes: counts it and returns `true`, or
+/// The inlined path of freeing a block of `size` bytes without a call site or a scope tag,
+/// counted with exact weights (`h.is_plain()`, `h.site == 0`): counts it and returns `true`, or
 /// returns `false` having changed nothing when the general path must run (as for `fast_alloc`,
 /// or when the fall in live bytes must be folded into the global figure).
 #[inline(always)]
 pub fn fast_free(h: Header, size: usize) -> bool {
-    fast_free_with(h, size, |_| Some(None))
+    fast_free_with(h, size, Door::Plain, |_| Some(None))
 }
 
-/// `fast_free` for a block with a call site (`h.is_plain()`, `h.site != 0`), which is counted at
-/// the site too; `false` also when the site's counters are not allocated yet.
+/// `fast_free` for any block counted with exact weights (`h.is_exact()`), in a scope or not: its
+/// tag and call site, if it has them, are counted too; `false` also when the site's counters are
+/// not allocated yet.
 #[inline(always)]
-pub fn fast_free_sited(h: Header, size: usize) -> bool {
-    fast_free_with(h, size, |slot| slot.site_ready(h.site).map(Some))
+pub fn fast_free_exact(h: Header, size: usize) -> bool {
+    fast_free_with(h, size, Door::Scoped, |slot| match h.site {
+        0 => Some(None),
+        site => slot.site_ready(site).map(Some),
+    })
 }
 
 /// The body of the fast frees: `site` gives the block's site counters (`Some(None)`: no site), or
-/// `None` when the general path must run.
+/// `None` when the general path must run. Through `Door::Plain` the block has no tag.
 #[inline(always)]
 fn fast_free_with(
     h: Header,
     size: usize,
+    door: Door,
     site: impl FnOnce(&'static Slot) -> Option<Option<&'static SiteCnt>>,
 ) -> bool {
-    STATE
-        .try_with(|st| {
-            let slot = st.fast.get();
-            let bytes = st.pending_bytes.get().wrapping_sub(size as i64);
-            if slot.is_null() || stats::needs_flush(bytes) {
-                return false;
-            }
-            // SAFETY: as in `fast_alloc`.
-            let slot = unsafe { &*slot };
-            let Some(counters) = site(slot) else {
-                return false;
-            };
-            st.pending_bytes.set(bytes);
-            st.pending_blocks
-                .set(st.pending_blocks.get().wrapping_sub(1));
-            let young = h.epoch == checkpoint::epoch() as u16;
-            slot.free(size, 0, young, false);
-            if let Some(c) = counters {
-                c.free(stats::UNIT, size as u64, young, false);
-            }
-            true
-        })
-        .unwrap_or(false)
+    // Borrowed outside `try_with`, whose closure was left out of line in `Tracker::on_free_general`.
+    let Some(st) = state() else {
+        return false;
+    };
+    let slot = st.door(door);
+    let bytes = st.pending_bytes.get().wrapping_sub(size as i64);
+    if slot.is_null() || stats::needs_flush(bytes) {
+        return false;
+    }
+    // SAFETY: as in `fast_alloc`.
+    let slot = unsafe { &*slot };
+    let Some(counters) = site(slot) else {
+        return false;
+    };
+    st.pending_bytes.set(bytes);
+    st.pending_blocks
+        .set(st.pending_blocks.get().wrapping_sub(1));
+    let young = h.epoch == checkpoint::epoch() as u16;
+    let tag = match door {
+        Door::Plain => 0,
+        Door::Scoped => h.tag,
+    };
+    slot.free(size, tag, young, false);
+    if let Some(c) = counters {
+        c.free(stats::UNIT, size as u64, young, false);
+    }
+    true
+}
+
+/// The thread's state, borrowed outside `try_with` (the compiler may keep a `try_with` closure
+/// out of line, a call on a fast path); `None` once the thread's state is destroyed. The reference
+/// must only be used during the call that obtained it.
+#[inline(always)]
+fn state<'a>() -> Option<&'a State> {
+    let st = STATE.try_with(|st| st as *const State).ok()?;
+    // SAFETY: `STATE` is `const`-initialised and has no destructor, so its storage lives until
+    // this thread exits; callers use the reference only during their own call, on this thread.
+    Some(unsafe { &*st })
 }
 
 impl State {
@@ -370,14 +417,14 @@ impl State {
         (bytes <= self.limit.get()).then_some(bytes)
     }
 
-    /// Counts a new block of `size` bytes on the fast path: `bytes` is `below_limit(size)`,
-    /// `site` the counters of its call site, if it has one.
+    /// Counts a new block of `size` bytes on a fast path: `bytes` is `below_limit(size)`, `tag`
+    /// its scope tag, `site` the counters of its call site, if it has one.
     #[inline(always)]
-    fn commit_alloc(&self, slot: &Slot, size: usize, bytes: i64, site: Option<&SiteCnt>) {
+    fn commit_alloc(&self, slot: &Slot, size: usize, bytes: i64, tag: u8, site: Option<&SiteCnt>) {
         self.pending_bytes.set(bytes);
         self.pending_blocks
             .set(self.pending_blocks.get().wrapping_add(1));
-        slot.alloc(size, 0, false);
+        slot.alloc(size, tag, false);
         if let Some(c) = site {
             c.alloc(stats::UNIT, size as u64, false);
         }

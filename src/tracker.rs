@@ -8,7 +8,7 @@ use crate::checkpoint;
 use crate::config;
 use crate::header::{self, Header, HEADER_SIZE};
 use crate::stats::{self, UNIT};
-use crate::thread::{self, Ctx};
+use crate::thread::{self, Ctx, Door};
 
 /// How call sites are recorded.
 ///
@@ -198,12 +198,13 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// Records a new block of `size` bytes and returns its header.
     ///
     /// Without call sites (and for the allocations `Sampled` does not pick) this is the inlined
-    /// `thread::fast_alloc`; everything else runs out of line, so it does not weigh on that path.
+    /// `thread::fast_alloc`, outside scopes; everything else runs out of line, so it does not
+    /// weigh on that path.
     #[inline(always)]
     fn on_alloc(&self, size: usize) -> Header {
         let fast = match self.mode {
-            CallSites::Off => thread::fast_alloc(size, false),
-            CallSites::Sampled { .. } => thread::fast_alloc(size, true),
+            CallSites::Off => thread::fast_alloc(size, false, Door::Plain),
+            CallSites::Sampled { .. } => thread::fast_alloc(size, true, Door::Plain),
             CallSites::Exact => return self.on_alloc_exact(size),
         };
         match fast {
@@ -221,10 +222,26 @@ impl<A: GlobalAlloc> Tracker<A> {
         }
     }
 
-    /// `on_alloc` when the inlined path does not apply: call sites, scopes, the peak, a thread
-    /// without a slot of its own or inside heapdelta, a `HEAPDELTA` override.
+    /// `on_alloc` when the inlined path does not apply. In a scope, this is the same fast path
+    /// through the door scopes leave open; the rest is `on_alloc_record`, a function of its own
+    /// so that this one stays small.
     #[inline(never)]
     fn on_alloc_general(&self, size: usize) -> Header {
+        let scoped = match self.mode {
+            CallSites::Off => thread::fast_alloc(size, false, Door::Scoped),
+            CallSites::Sampled { .. } => thread::fast_alloc(size, true, Door::Scoped),
+            CallSites::Exact => None,
+        };
+        match scoped {
+            Some(h) => h,
+            None => self.on_alloc_record(size),
+        }
+    }
+
+    /// `on_alloc` when no fast path applies: a sampled call site, the peak, a thread without a
+    /// slot of its own or inside heapdelta, a `HEAPDELTA` override.
+    #[inline(never)]
+    fn on_alloc_record(&self, size: usize) -> Header {
         // The direct slot is only open when `HEAPDELTA` overrides nothing, so the mode is the
         // static's own.
         match thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth)) {
@@ -245,20 +262,27 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// Records the end of a block of `size` bytes whose header is `h`.
     #[inline(always)]
     fn on_free(&self, h: Header, size: usize) {
-        // Inline only for blocks without a call site; `on_free_general` tries the same path for
-        // blocks with one before anything else.
+        // Inline only for blocks without a call site or a tag, outside scopes; `on_free_general`
+        // tries the same path for the other exactly counted blocks before anything else.
         if !(h.is_plain() && h.site == 0 && thread::fast_free(h, size)) {
             self.on_free_general(h, size);
         }
     }
 
-    /// `on_free` when the inlined path does not apply: a block with a call site or a scope tag, an
-    /// untracked or damaged block, the peak, a thread without a slot of its own or exiting.
+    /// `on_free` when the inlined path does not apply. A block with a call site or a scope tag, or
+    /// one freed in a scope, takes the same fast path through the door scopes leave open; the
+    /// rest is `on_free_record`, a function of its own so that this one stays small.
     #[inline(never)]
     fn on_free_general(&self, h: Header, size: usize) {
-        if h.is_plain() && h.site != 0 && thread::fast_free_sited(h, size) {
-            return;
+        if !(h.is_exact() && thread::fast_free_exact(h, size)) {
+            self.on_free_record(h, size);
         }
+    }
+
+    /// `on_free` when no fast path applies: a sampled, untracked or damaged block, the peak, a
+    /// thread without a slot of its own or exiting.
+    #[inline(never)]
+    fn on_free_record(&self, h: Header, size: usize) {
         if !h.is_valid() {
             bad_header();
         }
