@@ -12,6 +12,7 @@
 use super::{Pool, PoolStats};
 use serde_json::{json, Value};
 use std::alloc::{GlobalAlloc, Layout};
+use std::collections::BTreeMap;
 
 /// One trace operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,16 +86,14 @@ pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String
     let zero = pool.geo.max_small + 1;
     let align = 8;
     let layout = |n: usize| Layout::from_size_align(if n == 0 { zero } else { n }, align);
-    let mut live: Vec<Option<(*mut u8, Layout)>> = Vec::new();
+    // Ids may be anything below 2^31: a map, not a vector indexed by id. Ordered, so the cleanup
+    // frees the survivors in ascending id order.
+    let mut live: BTreeMap<u32, (*mut u8, Layout)> = BTreeMap::new();
     let mut snapshots = Vec::new();
     for (k, op) in ops.iter().enumerate() {
         match *op {
             Op::Alloc(i, n) => {
-                let i = i as usize;
-                if live.len() <= i {
-                    live.resize(i + 1, None);
-                }
-                if live[i].is_some() {
+                if live.contains_key(&i) {
                     return Err(format!("op {k}: id {i} allocated twice"));
                 }
                 let l = layout(n).map_err(|e| e.to_string())?;
@@ -103,7 +102,7 @@ pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String
                 if p.is_null() {
                     return Err(format!("op {k}: out of memory"));
                 }
-                live[i] = Some((p, l));
+                live.insert(i, (p, l));
             }
             Op::Free(i) => {
                 let (p, l) = take(&mut live, i, k)?;
@@ -118,7 +117,7 @@ pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String
                 if q.is_null() {
                     return Err(format!("op {k}: out of memory"));
                 }
-                live[i as usize] = Some((q, nl));
+                live.insert(i, (q, nl));
             }
             Op::Snapshot(ref label) => snapshots.push(Snapshot {
                 label: label.clone(),
@@ -128,7 +127,7 @@ pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String
         }
     }
     let after = pool.stats();
-    for (p, l) in live.iter_mut().filter_map(Option::take) {
+    for (p, l) in live.into_values() {
         // SAFETY: every live block came from `pool` with its layout and is freed once.
         unsafe { pool.dealloc(p, l) };
     }
@@ -140,12 +139,11 @@ pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String
 }
 
 fn take(
-    live: &mut [Option<(*mut u8, Layout)>],
+    live: &mut BTreeMap<u32, (*mut u8, Layout)>,
     i: u32,
     k: usize,
 ) -> Result<(*mut u8, Layout), String> {
-    live.get_mut(i as usize)
-        .and_then(Option::take)
+    live.remove(&i)
         .ok_or_else(|| format!("op {k}: id {i} is not live"))
 }
 
@@ -210,4 +208,28 @@ pub fn outcome_json<A: GlobalAlloc>(pool: &Pool<A>, o: &Outcome) -> Value {
         "after": full_json(pool, &o.after),
         "after_cleanup": full_json(pool, &o.after_cleanup),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PoolConfig;
+
+    #[test]
+    fn ids_up_to_the_format_limit_replay_without_a_table_that_large() {
+        let ops = parse("a 2147483647 100\na 0 200\nf 2147483647\ns end\n").unwrap();
+        let pool = Pool::with_config(std::alloc::System, PoolConfig::CPYTHON);
+        let outcome = run(&pool, &ops).unwrap();
+        let in_use = |st: &PoolStats| st.classes.iter().map(|c| c.blocks_in_use).sum::<u64>();
+        assert_eq!(in_use(&outcome.snapshots[0].stats), 1);
+        assert_eq!(in_use(&outcome.after_cleanup), 0);
+    }
+
+    #[test]
+    fn freeing_an_id_that_is_not_live_is_an_error() {
+        let ops = parse("a 5 100\nf 6\n").unwrap();
+        let pool = Pool::with_config(std::alloc::System, PoolConfig::CPYTHON);
+        let err = run(&pool, &ops).unwrap_err();
+        assert_eq!(err, "op 1: id 6 is not live");
+    }
 }
