@@ -155,7 +155,10 @@ pub struct Captured {
 
 /// [`capture_hashed`], also telling whether the buffer already held the same stack: a caller that
 /// remembers what it made of the buffer's last stack can then skip interning it again.
-#[inline(never)]
+///
+/// Inlined into its caller, so the capture starts from the caller's frame: the first address lies
+/// in the function that called the caller. One frame fewer to walk than an out-of-line capture.
+#[inline(always)]
 pub fn capture_into(out: &mut [usize], skip: usize) -> Captured {
     capture_hashed_here(out, skip)
 }
@@ -254,7 +257,8 @@ pub fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
 }
 
 /// The unwinder capture. Drops the frames up to and including this function's own, then the
-/// frame of its caller (`capture`, `capture_hashed` or `capture_unwind`), then `skip` more.
+/// frame of its caller (`capture`, `capture_hashed`, `capture_unwind`, or the function
+/// `capture_into` is inlined into), then `skip` more.
 #[inline(never)]
 fn capture_unwind_from(out: &mut [usize], skip: usize) -> usize {
     let me = capture_unwind_from as fn(&mut [usize], usize) -> usize as usize;
