@@ -349,6 +349,15 @@ pub fn fast_free(h: Header, size: usize) -> bool {
     fast_free_with(h, size, Door::Plain, |_| Some(None))
 }
 
+/// `fast_free` for a block with a call site, outside scopes (`h.is_plain()`, `h.site != 0`),
+/// which is counted at the site too; `false` also when the site's counters are not allocated yet.
+#[inline(always)]
+pub fn fast_free_sited(h: Header, size: usize) -> bool {
+    fast_free_with(h, size, Door::Plain, |slot| {
+        slot.site_ready(h.site).map(Some)
+    })
+}
+
 /// `fast_free` for any block counted with exact weights (`h.is_exact()`), in a scope or not: its
 /// tag and call site, if it has them, are counted too; `false` also when the site's counters are
 /// not allocated yet.

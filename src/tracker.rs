@@ -264,7 +264,13 @@ impl<A: GlobalAlloc> Tracker<A> {
     fn on_free(&self, h: Header, size: usize) {
         // Inline only for blocks without a call site or a tag, outside scopes; `on_free_general`
         // tries the same path for the other exactly counted blocks before anything else.
-        if !(h.is_plain() && h.site == 0 && thread::fast_free(h, size)) {
+        let done = h.is_plain()
+            && match (self.mode, h.site) {
+                (_, 0) => thread::fast_free(h, size),
+                (CallSites::Exact, _) => thread::fast_free_sited(h, size),
+                _ => false,
+            };
+        if !done {
             self.on_free_general(h, size);
         }
     }
