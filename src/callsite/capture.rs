@@ -337,18 +337,26 @@ fn print_hint() {
 
 /// The current thread's stack bounds `(low, high)`, cached per thread; `(0, 0)` when unknown
 /// (every walk then stops at once and the unwinder is used).
+#[inline]
 pub(crate) fn stack_bounds() -> (usize, usize) {
     STACK_BOUNDS
         .try_with(|cell| {
             let cached = cell.get();
             if cached.1 != 0 {
-                return cached;
+                cached
+            } else {
+                fill_stack_bounds(cell)
             }
-            let fresh = query_stack_bounds();
-            cell.set(fresh);
-            fresh
         })
         .unwrap_or((0, 0))
+}
+
+/// Asks libc for the thread's stack bounds and caches them (once per thread).
+#[cold]
+fn fill_stack_bounds(cell: &Cell<(usize, usize)>) -> (usize, usize) {
+    let fresh = query_stack_bounds();
+    cell.set(fresh);
+    fresh
 }
 
 #[cfg(target_os = "linux")]
