@@ -262,8 +262,9 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// Records the end of a block of `size` bytes whose header is `h`.
     #[inline(always)]
     fn on_free(&self, h: Header, size: usize) {
-        // Inline only for blocks without a call site or a tag, outside scopes; `on_free_general`
-        // tries the same path for the other exactly counted blocks before anything else.
+        // Inline only for blocks without a tag, outside scopes, and with a call site only when
+        // sites are exact; `on_free_general` tries the same path for the other exactly counted
+        // blocks before anything else.
         let done = h.is_plain()
             && match (self.mode, h.site) {
                 (_, 0) => thread::fast_free(h, size),
