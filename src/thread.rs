@@ -9,12 +9,13 @@
 //!
 //! The fast paths test a single pointer: the thread's slot, kept non-null only while the thread
 //! owns a private slot, is not inside heapdelta, and `HEAPDELTA` (once read) does not override the
-//! trackers' settings. There are two such pointers, the two `Door`s: `fast` is also closed inside
+//! trackers' settings. There are two such pointers, the two `Door`s. `fast` is also closed inside
 //! a scope, so the inlined paths (`fast_alloc`, `fast_free` and `fast_free_sited` through
-//! `Door::Plain`) never see a tag; `direct` is not, and the out-of-line paths (`Door::Scoped`: allocations in a scope, frees
-//! of tagged blocks or blocks with an exact call site, `fast_alloc_exact`, and `fast`, which runs
-//! any recording step) count tags. Everything else (the first event of a thread, nested events,
-//! teardown, the shared slot, an override) goes through the cold `record_slow`.
+//! `Door::Plain`) never see a tag. `direct` is not, and the out-of-line paths count tags: those
+//! through `Door::Scoped` (allocations in a scope, frees of tagged blocks or of blocks with a site
+//! freed in a scope), `fast_alloc_exact`, and `fast`, which runs any recording step. Everything
+//! else (the first event of a thread, nested events, teardown, the shared slot, an override) goes
+//! through the cold `record_slow`.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
