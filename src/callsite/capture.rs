@@ -509,18 +509,19 @@ mod fp {
             live = next > fp && readable(next);
             fp = next;
         }
-        for slot in out.iter_mut() {
-            if !live {
-                break;
-            }
+        // One counter (`n`) for both the loop and the slot: the compiler then keeps no second
+        // index or pointer per frame.
+        while live && n < out.len() {
             // SAFETY: as above.
             let (next, ret) = unsafe { read_record(fp) };
             if ret < MIN_CODE_ADDRESS {
                 break;
             }
             last_good = fp;
-            changed |= *slot ^ ret;
-            *slot = ret;
+            if let Some(slot) = out.get_mut(n) {
+                changed |= *slot ^ ret;
+                *slot = ret;
+            }
             n += 1;
             hash = hash_step(hash, ret);
             live = next > fp && readable(next);
