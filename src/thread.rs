@@ -13,7 +13,7 @@
 //! a scope, so the inlined paths (`fast_alloc`, `fast_free` and `fast_free_sited` through
 //! `Door::Plain`) never see a tag. `direct` is not, and the out-of-line paths count tags: those
 //! through `Door::Scoped` (allocations in a scope, frees of tagged blocks or of blocks with a site
-//! freed in a scope), `fast_alloc_exact`, and `fast`, which runs any recording step. Everything
+//! freed in a scope), `alloc_exact`, and `fast`, which runs any recording step. Everything
 //! else (the first event of a thread, nested events, teardown, the shared slot, an override) goes
 //! through the cold `record_slow`.
 
@@ -314,31 +314,35 @@ pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
         .flatten()
 }
 
-/// The path of an allocation of `size` bytes with an exact call site (at most `depth` frames)
-/// that does not reach the peak, in a scope or not: captures the site, counts the block there and
-/// returns its header; returns `None` having counted nothing otherwise, as `fast_alloc` does (or
-/// when the site's counters are not allocated yet).
+/// The path of an allocation of `size` bytes with an exact call site (at most `depth` frames),
+/// in a scope or not. When the thread can record directly (the `direct` door is open), captures
+/// the site, starting from the frame of the function this is inlined into, then counts the block
+/// there and returns `Ok` with its header, or, when the block reaches the peak or the site's
+/// counters are not allocated yet, returns `Err(Some(site))` having counted nothing. Returns
+/// `Err(None)`, capturing nothing, when the door is closed.
+///
+/// Every exact allocation the thread records directly is captured here, from the same frame,
+/// whichever path then counts it, so one call site always gives the same stack.
 #[inline(always)]
-pub fn fast_alloc_exact(size: usize, depth: usize) -> Option<Header> {
+pub fn alloc_exact(size: usize, depth: usize) -> Result<Header, Option<u32>> {
     // With the capture inside `try_with`'s closure, `try_with` was compiled as a function of its
     // own, one more frame for every capture to walk.
-    let st = state()?;
+    let st = state().ok_or(None)?;
     let slot = st.direct.get();
-    if slot.is_null() || st.below_limit(size).is_none() {
-        return None;
+    if slot.is_null() {
+        return Err(None);
     }
     // SAFETY: a non-null `direct` was set from a `&'static Slot`, the thread's private one.
     let slot = unsafe { &*slot };
     let site = st.capture_site(depth);
+    let bytes = st.below_limit(size).ok_or(Some(site))?;
     let counters = match site {
         0 => None,
-        _ => Some(slot.site_ready(site)?),
+        _ => Some(slot.site_ready(site).ok_or(Some(site))?),
     };
-    // Read again: the capture counts nothing, but the figure must not be stale.
-    let bytes = st.below_limit(size)?;
     let tag = st.tag.get();
     st.commit_alloc(slot, size, bytes, tag, counters);
-    Some(Header::tracked(site, checkpoint::epoch(), tag, false))
+    Ok(Header::tracked(site, checkpoint::epoch(), tag, false))
 }
 
 /// The inlined path of freeing a block of `size` bytes without a call site or a scope tag,

@@ -213,12 +213,26 @@ impl<A: GlobalAlloc> Tracker<A> {
         }
     }
 
-    /// `on_alloc` with exact call sites: out of line, since it calls the capture anyway.
+    /// `on_alloc` with exact call sites: out of line, since it calls the capture anyway. The
+    /// capture starts from this function's frame whichever path then counts the block, so a call
+    /// site gives the same stack at a new peak as below it. (Events the thread cannot record
+    /// directly, its first one and those under a `HEAPDELTA` override, capture on the slow path.)
     #[inline(never)]
     fn on_alloc_exact(&self, size: usize) -> Header {
-        match thread::fast_alloc_exact(size, self.depth) {
+        match thread::alloc_exact(size, self.depth) {
+            Ok(h) => h,
+            Err(Some(site)) => self.on_alloc_captured(size, site),
+            Err(None) => self.on_alloc_general(size),
+        }
+    }
+
+    /// `on_alloc_exact` when the fast path does not apply (the peak, site counters not allocated
+    /// yet): records the block at the site already captured.
+    #[inline(never)]
+    fn on_alloc_captured(&self, size: usize, site: u32) -> Header {
+        match thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth, Some(site))) {
             Some(h) => h,
-            None => self.on_alloc_general(size),
+            None => self.on_alloc_slow(size),
         }
     }
 
@@ -244,7 +258,7 @@ impl<A: GlobalAlloc> Tracker<A> {
     fn on_alloc_record(&self, size: usize) -> Header {
         // The direct slot is only open when `HEAPDELTA` overrides nothing, so the mode is the
         // static's own.
-        match thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth)) {
+        match thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth, None)) {
             Some(h) => h,
             None => self.on_alloc_slow(size),
         }
@@ -256,7 +270,8 @@ impl<A: GlobalAlloc> Tracker<A> {
     #[inline(never)]
     fn on_alloc_slow(&self, size: usize) -> Header {
         let (mode, depth) = config::effective(self.mode, self.depth);
-        thread::record_slow(|ctx| record_alloc(ctx, size, mode, depth)).unwrap_or(Header::UNTRACKED)
+        thread::record_slow(|ctx| record_alloc(ctx, size, mode, depth, None))
+            .unwrap_or(Header::UNTRACKED)
     }
 
     /// Records the end of a block of `size` bytes whose header is `h`.
@@ -327,17 +342,24 @@ fn count_free(ctx: &Ctx, h: Header, size: usize) -> bool {
     young
 }
 
-/// Counts a new block of `size` bytes and records its call site as `mode` says; returns its
-/// header.
+/// Counts a new block of `size` bytes and records its call site as `mode` says (with exact sites,
+/// at `captured` when the caller already captured it); returns its header.
 #[inline(always)]
-fn record_alloc(ctx: &Ctx, size: usize, mode: CallSites, depth: usize) -> Header {
+fn record_alloc(
+    ctx: &Ctx,
+    size: usize,
+    mode: CallSites,
+    depth: usize,
+    captured: Option<u32>,
+) -> Header {
     let tag = ctx.tag();
     let epoch = checkpoint::epoch();
     ctx.slot.alloc(size, tag, ctx.shared);
-    let (site, sampled) = match mode {
-        CallSites::Off => (0, false),
-        CallSites::Exact => (record_site(ctx, size, false, mode, depth), false),
-        CallSites::Sampled { mean_bytes } => {
+    let (site, sampled) = match (mode, captured) {
+        (CallSites::Off, _) => (0, false),
+        (CallSites::Exact, Some(site)) => (count_at_site(ctx, site, size), false),
+        (CallSites::Exact, None) => (record_site(ctx, size, false, mode, depth), false),
+        (CallSites::Sampled { mean_bytes }, _) => {
             if ctx.sample(size, mean_bytes) {
                 (record_site(ctx, size, true, mode, depth), true)
             } else {
@@ -357,6 +379,15 @@ fn record_site(ctx: &Ctx, size: usize, sampled: bool, mode: CallSites, depth: us
     if site != 0 {
         let (units, bytes) = site_weight(size, sampled, mode);
         ctx.slot.site_alloc(site, units, bytes, ctx.shared);
+    }
+    site
+}
+
+/// Counts a new block of `size` bytes with exact weight at `site` (captured by the caller; 0:
+/// none); returns the site.
+fn count_at_site(ctx: &Ctx, site: u32, size: usize) -> u32 {
+    if site != 0 {
+        ctx.slot.site_alloc(site, UNIT, size as u64, ctx.shared);
     }
     site
 }
