@@ -126,8 +126,12 @@ pub fn outer_layout(layout: Layout) -> Option<Layout> {
 pub fn outer_for(size: usize, align: usize) -> Option<Layout> {
     let prefix = prefix(align);
     // `prefix` is a power of two >= `align`; a `Layout` needs `total` rounded up to it to fit in
-    // an isize, which this bound guarantees without further checks.
-    if size > isize::MAX as usize - 2 * prefix {
+    // an isize, which this bound guarantees without further checks. Checked arithmetic: valid
+    // layouts have alignments up to 2^63, for which the bound itself would overflow.
+    let limit = prefix
+        .checked_mul(2)
+        .and_then(|twice| (isize::MAX as usize).checked_sub(twice))?;
+    if size > limit {
         return None;
     }
     // SAFETY: `prefix` is a non-zero power of two (8 or `align` >= 16), and `size + prefix`
@@ -171,6 +175,13 @@ mod tests {
         assert!(outer_for(usize::MAX, 1).is_none());
         assert!(outer_for(isize::MAX as usize, 4096).is_none());
         assert!(outer_for(100, 64).is_some());
+    }
+
+    #[test]
+    fn the_largest_alignments_have_no_outer_layout_rather_than_an_overflow() {
+        assert!(outer_for(1, 1 << 62).is_none());
+        assert!(outer_for(1, 1 << 63).is_none());
+        assert!(outer_for(1, 1 << 61).is_some());
     }
 
     #[test]

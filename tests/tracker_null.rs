@@ -69,3 +69,19 @@ fn a_size_whose_header_arithmetic_would_overflow_returns_null() {
     }
     assert_eq!(heapdelta::snapshot().totals(), before);
 }
+
+#[test]
+fn an_alignment_whose_header_arithmetic_would_overflow_returns_null() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let before = heapdelta::snapshot().totals();
+    // 2^62 is the largest alignment a `Layout` of one byte accepts.
+    for align in [1usize << 61, 1 << 62] {
+        let layout = Layout::from_size_align(1, align).unwrap();
+        // SAFETY: non-zero size; a null result is never used.
+        unsafe {
+            assert!(REAL.alloc(layout).is_null(), "align {align}");
+            assert!(REAL.alloc_zeroed(layout).is_null(), "align {align}");
+        }
+    }
+    assert_eq!(heapdelta::snapshot().totals(), before);
+}
