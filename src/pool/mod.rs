@@ -498,6 +498,27 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
         }
     }
 
+    /// Large requests go to the inner allocator's own `alloc_zeroed`, which can hand out fresh
+    /// zero pages without touching them (`calloc`); small blocks are zeroed here.
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if !self.is_small(layout) {
+            // SAFETY: same contract as ours.
+            let p = unsafe { self.inner.alloc_zeroed(layout) };
+            if !p.is_null() {
+                self.count_large(1, layout.size() as i64);
+            }
+            return p;
+        }
+        // SAFETY: same contract as ours.
+        let p = unsafe { self.alloc(layout) };
+        if !p.is_null() {
+            // SAFETY: `alloc` returned a block of at least `layout.size()` writable bytes.
+            unsafe { ptr::write_bytes(p, 0, layout.size()) };
+        }
+        p
+    }
+
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if !self.owns(ptr) {
