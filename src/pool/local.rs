@@ -228,14 +228,19 @@ impl SpinLock {
             .is_ok()
     }
 
+    /// Takes the lock: spins briefly, then yields, then sleeps between tries. The holder keeps
+    /// it for one allocator operation; sleeping lets the holder run even when it has a lower
+    /// real-time priority than the waiter on the same CPU, which yielding does not.
     pub fn lock(&self) {
-        let mut spins = 0u32;
+        let mut tries = 0u32;
         while !self.try_lock() {
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(64) {
+            tries = tries.saturating_add(1);
+            if tries < 64 {
+                std::hint::spin_loop();
+            } else if tries < 128 {
                 std::thread::yield_now();
             } else {
-                std::hint::spin_loop();
+                std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
     }
