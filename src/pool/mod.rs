@@ -61,9 +61,14 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// A replay on one thread uses exactly one heap and matches CPython exactly.
 ///
 /// Threads beyond the heap slots (63 per pool) or the thread records (1,024 live threads), and
-/// threads whose thread-locals are being torn down, share one fallback heap under a short spin
-/// lock. After `fork()` the child keeps using its own heap; heaps owned by the parent's other
-/// threads are never adopted in the child (their memory stays reserved).
+/// threads whose thread-locals are being torn down, share one fallback heap under a short lock
+/// (spinning, then sleeping). `fork()` waits for that lock to be free in every pool, so the child
+/// starts with it free; the forking thread keeps its own heap in the child, or takes the shared
+/// one. Heaps owned by the parent's other threads are never adopted in the child (one may have
+/// been mid-operation): their memory stays reserved there.
+///
+/// The inner allocator `A` must not allocate through the global allocator when the `Pool` is the
+/// global allocator: it is called with the shared heap's lock held.
 ///
 /// ```
 /// use std::alloc::{GlobalAlloc, Layout};
@@ -94,8 +99,6 @@ pub struct Pool<A: GlobalAlloc = System> {
     core: AtomicPtr<Core>,
     /// Copy of `core.uid` (0 until set up): the key of the thread-local heap cache.
     uid: AtomicU64,
-    /// Guards the shared fallback heap (slot 0).
-    shared_lock: SpinLock,
 }
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
@@ -150,7 +153,6 @@ impl<A: GlobalAlloc> Pool<A> {
             geo: Geometry::new(config),
             core: AtomicPtr::new(ptr::null_mut()),
             uid: AtomicU64::new(0),
-            shared_lock: SpinLock::new(),
         }
     }
 
@@ -302,18 +304,18 @@ impl<A: GlobalAlloc> Pool<A> {
             }
         }
         // The shared fallback heap.
-        self.shared_lock.lock();
+        core.shared_lock.lock();
         if core.heap(0).is_none() && !self.create_heap(core, 0, OWNER_SHARED) {
-            self.shared_lock.unlock();
+            core.shared_lock.unlock();
             return None;
         }
         match core.heap(0) {
             Some(heap) => Some(Ctx {
                 heap,
-                lock: Some(&self.shared_lock),
+                lock: Some(&core.shared_lock),
             }),
             None => {
-                self.shared_lock.unlock();
+                core.shared_lock.unlock();
                 None
             }
         }
@@ -380,10 +382,10 @@ impl<A: GlobalAlloc> Pool<A> {
             unsafe { self.drain(&*h) };
         }
         if let Some(h) = core.heap(0) {
-            if self.shared_lock.try_lock() {
+            if core.shared_lock.try_lock() {
                 // SAFETY: we hold the shared heap's lock.
                 unsafe { self.drain(h) };
-                self.shared_lock.unlock();
+                core.shared_lock.unlock();
             }
         }
         for h in (1..MAX_HEAPS).filter_map(|i| core.heap(i)) {

@@ -2,7 +2,7 @@
 //! `Pool` value may be moved between uses, and `pool_stats()` can reach it by address.
 
 use super::config::{Geometry, MAX_CLASSES};
-use super::local::{Heap, MAX_HEAPS};
+use super::local::{Heap, SpinLock, MAX_HEAPS};
 use super::map::ArenaMap;
 use super::stats::RawStats;
 use std::ptr;
@@ -20,6 +20,9 @@ pub(crate) struct Core {
     pub arenas_total: AtomicU64,
     pub arenas_current: AtomicU64,
     pub arenas_highwater: AtomicU64,
+    /// Guards the shared fallback heap (slot 0). Here rather than in the `Pool` so that the fork
+    /// handlers (`stats::install_fork_handlers`) can reach it through the registry.
+    pub shared_lock: SpinLock,
 }
 
 impl Core {
@@ -32,6 +35,7 @@ impl Core {
             arenas_total: AtomicU64::new(0),
             arenas_current: AtomicU64::new(0),
             arenas_highwater: AtomicU64::new(0),
+            shared_lock: SpinLock::new(),
         }
     }
 

@@ -1,9 +1,11 @@
-//! `PoolStats`, the registry of live pools, and `pool_stats()`.
+//! `PoolStats`, the registry of live pools (and the fork handlers that hold their locks across
+//! `fork()`), and `pool_stats()`.
 
 use super::config::{Geometry, MAX_CLASSES};
 use super::local::SpinLock;
 use super::stable::Core;
 use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What a `Pool` holds, with the meaning of CPython's `sys._debugmallocstats()`.
 ///
@@ -161,11 +163,64 @@ fn with_registry<R>(f: impl FnOnce(&mut [Option<Entry>; SLOTS]) -> R) -> R {
 
 /// Records a live pool (silently ignored when the registry is full).
 pub(crate) fn register(e: Entry) {
+    install_fork_handlers();
     with_registry(|es| {
         if let Some(slot) = es.iter_mut().find(|s| s.is_none()) {
             *slot = Some(e);
         }
     });
+}
+
+/// Registers, once per process, handlers that take the registry's lock and every registered
+/// pool's shared-heap lock just before `fork()` and release them in both processes after it.
+/// Without them, a lock some other thread held at the moment of the fork would stay held forever
+/// in the child, whose only thread would then spin on it. (Heaps owned by the parent's other
+/// threads need no lock; the child never adopts them, since one may have been mid-operation.)
+fn install_fork_handlers() {
+    static INSTALLED: AtomicBool = AtomicBool::new(false);
+    if INSTALLED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: the handlers are `extern "C"` functions without arguments, as `pthread_atfork`
+    // requires, and stay valid for the life of the process. Its result is ignored: without the
+    // handlers a pool behaves as before, which the `Pool` docs describe.
+    unsafe {
+        libc::pthread_atfork(
+            Some(lock_for_fork),
+            Some(unlock_after_fork),
+            Some(unlock_after_fork),
+        )
+    };
+}
+
+/// The fork handlers' view of the registered pools' cores, for use while the registry lock is
+/// held (from `lock_for_fork` to `unlock_after_fork`).
+fn registered_cores() -> impl Iterator<Item = &'static Core> {
+    // SAFETY: the caller holds the registry lock, so the entries do not change, and a registered
+    // core stays alive until its pool unregisters it, which needs that lock.
+    let entries = unsafe { &*REGISTRY.entries.get() };
+    // SAFETY: as above: each registered address is a live `Core`.
+    entries
+        .iter()
+        .flatten()
+        .map(|e| unsafe { &*(e.core as *const Core) })
+}
+
+/// `pthread_atfork` prepare handler: waits for the registry and every pool's shared heap to be
+/// free and takes their locks (each is held for one allocator operation at most).
+extern "C" fn lock_for_fork() {
+    REGISTRY.lock.lock();
+    for core in registered_cores() {
+        core.shared_lock.lock();
+    }
+}
+
+/// `pthread_atfork` parent and child handler: releases what `lock_for_fork` took.
+extern "C" fn unlock_after_fork() {
+    for core in registered_cores() {
+        core.shared_lock.unlock();
+    }
+    REGISTRY.lock.unlock();
 }
 
 /// Forgets a pool (called from its `Drop`; waits for a `pool_stats` reading it).
