@@ -106,6 +106,9 @@ pub fn timeline() -> Timeline {
 /// Runs `f` and returns what the calling thread allocated and freed meanwhile (other threads'
 /// allocations are not counted, so this is safe inside tests that run in parallel).
 ///
+/// A thread counts into a slot of its own; when all 255 are taken by live threads, later threads
+/// share one, and `measure` on such a thread also sees the other sharing threads' events.
+///
 /// ```
 /// let (v, growth) = heapdelta::measure(|| vec![0u8; 4096]);
 /// if heapdelta::is_installed() {

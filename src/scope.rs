@@ -67,6 +67,10 @@ pub(crate) fn static_tag(name: &str) -> &'static str {
 /// an allocation is counted under the innermost tag. Up to 62 distinct tags are told apart; later
 /// ones are counted together as `(other tags)`.
 ///
+/// Dropping a guard restores the tag that was current when it was made, so guards must be
+/// dropped in reverse order of creation (as scoped bindings are); dropping an outer guard before
+/// an inner one leaves the outer tag current after both.
+///
 /// ```
 /// let _g = heapdelta::scope("parse");
 /// let tokens: Vec<String> = "a b c".split(' ').map(String::from).collect();

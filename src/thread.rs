@@ -40,7 +40,9 @@ struct State {
     pending_blocks: Cell<i64>,
     limit: Cell<i64>,
     tag: Cell<u8>,
-    /// Only ever borrowed inside `Ctx::sample`, which neither allocates nor re-enters.
+    /// Only ever borrowed for one call of `Sampler::sample` or `Sampler::skip` (from
+    /// `Ctx::sample` and `fast_alloc`) or while the thread claims its slot, none of which
+    /// allocates or re-enters.
     sampler: UnsafeCell<Sampler>,
     /// The call site being captured (used only while `busy` is set).
     stack: UnsafeCell<StackBuffer>,
@@ -196,8 +198,9 @@ impl Ctx<'_> {
     /// sample nothing).
     #[inline]
     pub fn sample(&self, size: usize, mean_bytes: u64) -> bool {
-        // SAFETY: the sampler is this thread's own and is borrowed only here, for a call that
-        // neither allocates nor calls back into heapdelta, so the borrow is unique.
+        // SAFETY: the sampler is this thread's own and is borrowed only for single calls that
+        // neither allocate nor call back into heapdelta (see `State::sampler`), so the borrow is
+        // unique.
         self.st
             .is_some_and(|st| unsafe { (*st.sampler.get()).sample(size, mean_bytes) })
     }

@@ -125,9 +125,11 @@ fn set_chain_end(fp: usize) {
 /// `skip` frames are dropped after the return address into `capture`'s caller: with `skip == 0`
 /// the first address lies in the function that called `capture`.
 ///
-/// Never allocates through the global allocator, never panics, takes no lock. On the first call
-/// of a thread it asks libc for the thread's stack bounds, which may call `malloc` (the caller
-/// holds heapdelta's reentrancy guard, so that is not recorded).
+/// Never allocates through the global allocator and never panics. The frame-pointer walk takes
+/// no lock; the unwinder fallback does (`dl_iterate_phdr` takes glibc's loader lock briefly,
+/// which nothing in heapdelta holds while allocating). On the first call of a thread it asks
+/// libc for the thread's stack bounds, which may call `malloc` (the caller holds heapdelta's
+/// reentrancy guard, so that is not recorded).
 #[inline(never)]
 pub fn capture(out: &mut [usize], skip: usize) -> usize {
     capture_hashed_here(out, skip).n
