@@ -337,3 +337,36 @@ fn help_succeeds_and_lists_the_subcommands() {
         assert!(run.stdout.contains(sub), "{sub} missing in {}", run.stdout);
     }
 }
+
+#[test]
+fn output_that_cannot_be_written_fails_with_one_line() {
+    let dir = demo("output_that_cannot_be_written");
+    let full = std::fs::File::create("/dev/full").expect("/dev/full exists on Linux");
+    let out = Command::new(env!("CARGO_BIN_EXE_heapdelta"))
+        .args(["show", arg(&dir.join("timeline.json"))])
+        .stdout(full)
+        .output()
+        .expect("the heapdelta binary runs");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::new(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_one_line_failure(&run, 1, "writing to standard output");
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_the_output_quietly() {
+    let dir = demo("a_reader_that_stops_early");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_heapdelta"))
+        .args(["show", arg(&dir.join("timeline.json"))])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the heapdelta binary runs");
+    // Close the reading end before the command writes, as `| head` does once it has enough.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("the command ends");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}

@@ -16,6 +16,7 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -164,7 +165,7 @@ where
                 .collect();
             let message = message.join(" ");
             let message = message.strip_prefix("error: ").unwrap_or(&message);
-            eprintln!("heapdelta: {message} (see heapdelta --help)");
+            say_error(&format!("{message} (see heapdelta --help)"));
             return ExitCode::from(2);
         }
     };
@@ -188,9 +189,26 @@ where
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure(msg)) => {
-            eprintln!("heapdelta: {msg}");
+            say_error(&msg);
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Writes the one-line error to stderr (if stderr is gone there is nobody to tell).
+fn say_error(msg: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "heapdelta: {msg}");
+}
+
+/// Writes a command's output to stdout. A reader that went away (`heapdelta show F | head`) ends
+/// the output quietly; any other write error is a failure.
+fn print_out(text: &str) -> Outcome {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Failure(format!("writing to standard output: {e}")))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -235,10 +253,9 @@ fn select(path: &Path, window: &Window) -> Result<Selection, Failure> {
 
 fn show(path: &Path, top: usize) -> Outcome {
     match read(path)? {
-        Contents::Timeline(t) => print!("{t}"),
-        Contents::Snapshot(s) => print!("{}", describe(&s, top)),
+        Contents::Timeline(t) => print_out(&t.to_string()),
+        Contents::Snapshot(s) => print_out(&describe(&s, top)),
     }
-    Ok(())
 }
 
 /// The `show` text of a snapshot.
@@ -283,8 +300,7 @@ fn describe(s: &Snapshot, top: usize) -> String {
 fn diff(old: &Path, new: &Path, by: By, top: usize) -> Outcome {
     let before = read_snapshot(old)?;
     let after = read_snapshot(new)?;
-    print!("{}", growth_table(&after.since(&before), by, top));
-    Ok(())
+    print_out(&growth_table(&after.since(&before), by, top))
 }
 
 /// The `diff` text: the summary line, then one row per group, largest growth first.
