@@ -183,7 +183,7 @@ fn extreme_counts_in_a_file_do_not_panic_when_diffed() {
             r#""alloc_bytes":131072"#,
             &format!(r#""alloc_bytes":{max}"#),
         )
-        .replace(r#""epoch":3"#, r#""epoch":4294967295"#);
+        .replace(r#""epoch":4"#, r#""epoch":4294967295"#);
     let t = Timeline::read_json_from(wild.as_bytes()).unwrap();
     for step in t.steps() {
         let _ = step.to_string();
@@ -191,6 +191,16 @@ fn extreme_counts_in_a_file_do_not_panic_when_diffed() {
     }
     let _ = t.growing();
     let _ = t.to_string();
+}
+
+#[test]
+fn checkpoints_out_of_order_are_rejected_with_a_clear_error() {
+    let swapped = common::timeline_file().replace(r#""epoch":2"#, r#""epoch":9"#);
+    let e = Timeline::read_json_from(swapped.as_bytes()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Format(m) if m.contains("in the order they were taken")),
+        "{e}"
+    );
 }
 
 #[test]

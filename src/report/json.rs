@@ -106,10 +106,12 @@ pub(crate) fn read_contents(r: impl Read) -> Result<Contents, Error> {
     match obj.get("kind").and_then(Value::as_str) {
         Some(SNAPSHOT) => {
             let body: SnapshotBody = serde_json::from_value(value).map_err(format_error)?;
+            check_snapshot(&body.snapshot).map_err(Error::Format)?;
             Ok(Contents::Snapshot(Box::new(body.snapshot)))
         }
         Some(TIMELINE) => {
             let body: TimelineBody = serde_json::from_value(value).map_err(format_error)?;
+            check_timeline(&body.checkpoints).map_err(Error::Format)?;
             Ok(Contents::Timeline(Timeline::new(body.checkpoints)))
         }
         Some(other) => Err(Error::Format(format!(
@@ -119,6 +121,72 @@ pub(crate) fn read_contents(r: impl Read) -> Result<Contents, Error> {
             "no \"kind\" field (expected \"snapshot\" or \"timeline\")".to_string(),
         )),
     }
+}
+
+/// Checks what heapdelta's counters guarantee of any snapshot it wrote: nothing frees more than
+/// it allocated, and the live figures are within the totals and the peak. A file that breaks this
+/// was edited or damaged, and its figures (differences of counters) would be nonsense.
+fn check_snapshot(s: &Snapshot) -> Result<(), String> {
+    let t = &s.totals;
+    if t.live_bytes > t.total_bytes || t.live_blocks > t.total_blocks {
+        return Err(format!(
+            "inconsistent totals: {} live bytes in {} blocks, of {} bytes in {} blocks ever allocated",
+            t.live_bytes, t.live_blocks, t.total_bytes, t.total_blocks
+        ));
+    }
+    if t.live_bytes > t.peak_bytes {
+        return Err(format!(
+            "inconsistent totals: {} live bytes above the peak of {}",
+            t.live_bytes, t.peak_bytes
+        ));
+    }
+    let groups = s
+        .classes
+        .iter()
+        .map(|c| (format!("size class {} B", c.size), &c.counts))
+        .chain(
+            s.tags
+                .iter()
+                .map(|t| (format!("tag {:?}", t.tag), &t.counts)),
+        )
+        .chain(
+            s.sites
+                .iter()
+                .map(|c| (format!("site {}", c.id), &c.counts)),
+        );
+    for (name, c) in groups {
+        if c.free_blocks > c.alloc_blocks || c.free_bytes > c.alloc_bytes {
+            return Err(format!(
+                "inconsistent counters: {name} frees {} blocks ({} bytes) of {} allocated ({} bytes)",
+                c.free_blocks, c.free_bytes, c.alloc_blocks, c.alloc_bytes
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `check_snapshot` for each checkpoint, and checkpoints in the order they were taken: the
+/// epoch and the allocation totals never go back.
+fn check_timeline(checkpoints: &[Snapshot]) -> Result<(), String> {
+    for (i, s) in checkpoints.iter().enumerate() {
+        check_snapshot(s).map_err(|e| format!("checkpoint {}: {e}", i + 1))?;
+    }
+    for (i, w) in checkpoints.windows(2).enumerate() {
+        let [a, b] = w else { continue };
+        if b.epoch < a.epoch
+            || b.totals.total_bytes < a.totals.total_bytes
+            || b.totals.total_blocks < a.totals.total_blocks
+        {
+            return Err(format!(
+                "checkpoint {} ({:?}) comes before checkpoint {} ({:?}): checkpoints must be in the order they were taken",
+                i + 2,
+                b.label.as_deref().unwrap_or(""),
+                i + 1,
+                a.label.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Snapshot {
@@ -275,5 +343,61 @@ mod tests {
         assert_eq!(back, s);
         let d = back.since(&Snapshot::zero());
         assert_eq!(d.pool().map(|p| p.bytes_reserved), Some(1 << 20));
+    }
+
+    /// The demo snapshot file as a JSON value.
+    fn demo_snapshot() -> Value {
+        let text = include_str!("../../tests/data/reports/demo_snapshot.json");
+        serde_json::from_str(text).unwrap()
+    }
+
+    fn read_value(v: &Value) -> Result<Contents, Error> {
+        read_contents(serde_json::to_vec(v).unwrap().as_slice())
+    }
+
+    #[test]
+    fn the_demo_snapshot_passes_the_consistency_checks() {
+        assert!(matches!(
+            read_value(&demo_snapshot()),
+            Ok(Contents::Snapshot(_))
+        ));
+    }
+
+    #[test]
+    fn a_class_that_frees_more_than_it_allocated_is_a_format_error() {
+        let mut v = demo_snapshot();
+        v["snapshot"]["classes"][0]["free_bytes"] = Value::from(u64::MAX);
+        let e = read_value(&v).unwrap_err();
+        assert!(
+            matches!(&e, Error::Format(m) if m.contains("inconsistent counters")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn live_bytes_above_the_total_are_a_format_error() {
+        let mut v = demo_snapshot();
+        v["snapshot"]["totals"]["live_bytes"] = Value::from(u64::MAX);
+        let e = read_value(&v).unwrap_err();
+        assert!(
+            matches!(&e, Error::Format(m) if m.contains("inconsistent totals")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_timeline_in_reverse_order_is_a_format_error() {
+        let text = include_str!("../../tests/data/reports/demo_timeline.json");
+        let mut v: Value = serde_json::from_str(text).unwrap();
+        assert!(matches!(read_value(&v), Ok(Contents::Timeline(_))));
+        if let Some(cps) = v["checkpoints"].as_array_mut() {
+            assert!(cps.len() > 1);
+            cps.reverse();
+        }
+        let e = read_value(&v).unwrap_err();
+        assert!(
+            matches!(&e, Error::Format(m) if m.contains("in the order they were taken")),
+            "{e}"
+        );
     }
 }

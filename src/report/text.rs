@@ -3,7 +3,7 @@
 use std::fmt::{self, Display, Formatter};
 
 use crate::diff::{Delta, Timeline};
-use crate::pool::PoolStats;
+use crate::pool::{ClassStats, PoolStats};
 
 /// Sites, types and classes listed under a step line.
 const TOP: usize = 5;
@@ -170,11 +170,13 @@ impl Display for Delta {
 
 /// The never-shrinking-heap view: what the pool keeps reserved, and where the room is.
 pub(crate) fn pool_view(p: &PoolStats) -> String {
-    let free_in_pools: u64 = p
+    // Saturating: the figures may come from a file, where nothing bounds them.
+    let free_of = |c: &ClassStats| c.blocks_available.saturating_mul(c.size as u64);
+    let free_in_pools = p
         .classes
         .iter()
-        .map(|c| c.blocks_available * c.size as u64)
-        .sum();
+        .map(free_of)
+        .fold(0u64, u64::saturating_add);
     let mut out = format!(
         "   pool: reserved {} in {} arenas | blocks in use {} | free in used pools {} | empty or untouched pools {}",
         bytes(p.bytes_reserved),
@@ -184,7 +186,7 @@ pub(crate) fn pool_view(p: &PoolStats) -> String {
         thousands(p.unused_pools),
     );
     let mut classes: Vec<_> = p.classes.iter().filter(|c| c.pools > 0).collect();
-    classes.sort_by_key(|c| std::cmp::Reverse(c.blocks_available * c.size as u64));
+    classes.sort_by_key(|c| std::cmp::Reverse(free_of(c)));
     for c in classes.iter().take(TOP) {
         out += &format!(
             "\n      class {:>3} B: {:>9} blocks in use, {:>9} free in {} pools ({})",
@@ -192,7 +194,7 @@ pub(crate) fn pool_view(p: &PoolStats) -> String {
             thousands(c.blocks_in_use),
             thousands(c.blocks_available),
             thousands(c.pools),
-            bytes(c.blocks_available * c.size as u64),
+            bytes(free_of(c)),
         );
     }
     out
