@@ -6,7 +6,7 @@
 //! | `sites` | `exact`, `off`, `sampled:BYTES` | call-site mode ([`CallSites`]) |
 //! | `depth` | 1 to 64 | frames kept per call site |
 //! | `report` | a path | at exit, write the timeline and a final snapshot there (JSON) |
-//! | `every` | seconds, e.g. `10` or `0.5` | take a checkpoint automatically at that interval |
+//! | `every` | seconds, at least 0.1, e.g. `10` or `0.5` | take a checkpoint automatically at that interval |
 //!
 //! A malformed entry is reported as one line naming its key, and that setting keeps its default;
 //! the other entries still apply.
@@ -44,6 +44,7 @@ pub(crate) struct Config {
 pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
     let mut config = Config::default();
     let mut errors = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((key, val)) = entry.split_once('=') else {
             errors.push(format!(
@@ -52,6 +53,12 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
             continue;
         };
         let (key, val) = (key.trim(), val.trim());
+        if seen.contains(&key) {
+            errors.push(format!(
+                "{VAR}: {key} is given more than once; using the last, {key}={val:?}"
+            ));
+        }
+        seen.push(key);
         let parsed = match key {
             "sites" => parse_sites(val).map(|m| config.sites = Some(m)),
             "depth" => parse_depth(val).map(|d| config.depth = Some(d)),
@@ -94,10 +101,16 @@ fn parse_depth(val: &str) -> Result<usize, String> {
     }
 }
 
+/// The shortest `every=` interval: checkpoints are labelled with the seconds to one decimal, so
+/// shorter intervals would give several the same label (and a checkpoint thread that never
+/// rests).
+const MIN_EVERY_SECS: f64 = 0.1;
+
 fn parse_every(val: &str) -> Result<Duration, String> {
-    let expected = || "expected a number of seconds above 0, e.g. 10 or 0.5".to_string();
+    let expected =
+        || format!("expected a number of seconds of at least {MIN_EVERY_SECS}, e.g. 10 or 0.5");
     let secs: f64 = val.parse().map_err(|_| expected())?;
-    if secs.is_nan() || secs <= 0.0 {
+    if secs.is_nan() || secs < MIN_EVERY_SECS {
         return Err(expected());
     }
     Duration::try_from_secs_f64(secs).map_err(|_| expected())
@@ -166,10 +179,18 @@ pub(crate) fn apply_once() {
     // SAFETY: `getenv` returns null or a NUL-terminated string owned by the environment; it is
     // copied at once. (A concurrent `setenv` could invalidate it: Rust's own `set_var` has that
     // caveat too; it is read once, at the first allocation.)
-    let value = unsafe {
+    let raw = unsafe {
         let p = libc::getenv(c"HEAPDELTA".as_ptr());
-        (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+        (!p.is_null()).then(|| CStr::from_ptr(p).to_bytes().to_vec())
     };
+    let value = raw.and_then(|raw| match String::from_utf8(raw) {
+        Ok(value) => Some(value),
+        Err(_) => {
+            // A lossy decoding could change a `report=` path into another file's.
+            say("HEAPDELTA: the value is not valid UTF-8; ignoring all of it");
+            None
+        }
+    });
     if let Some(value) = value {
         let (config, errors) = parse(&value);
         for e in errors {
@@ -308,6 +329,15 @@ mod tests {
         assert_eq!(bad("every=-1").0.every, None);
         assert_eq!(bad("every=NaN").0.every, None);
         assert_eq!(bad("every=1e300").0.every, None);
+        assert_eq!(bad("every=0.01").0.every, None);
+        assert_eq!(ok("every=0.1").every, Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn a_key_given_twice_is_reported_and_the_last_one_kept() {
+        let (c, msg) = bad("depth=64,depth=8");
+        assert!(msg.contains("more than once"), "{msg}");
+        assert_eq!(c.depth, Some(8));
     }
 
     #[test]
