@@ -637,7 +637,8 @@ impl Timeline {
         out
     }
 
-    /// The checkpoint labelled `label`.
+    /// The checkpoint labelled `label`; an error when no checkpoint has that label, or when
+    /// several have it (which one is meant cannot be told).
     ///
     /// ```
     /// heapdelta::checkpoint("loaded");
@@ -645,17 +646,22 @@ impl Timeline {
     /// assert!(heapdelta::timeline().find("nope").is_err());
     /// ```
     pub fn find(&self, label: &str) -> Result<&Snapshot, Error> {
-        self.checkpoints
-            .iter()
-            .find(|c| c.label() == Some(label))
-            .ok_or_else(|| Error::UnknownLabel {
+        let mut found = self.checkpoints.iter().filter(|c| c.label() == Some(label));
+        match (found.next(), found.count()) {
+            (Some(c), 0) => Ok(c),
+            (Some(_), others) => Err(Error::AmbiguousLabel {
+                label: label.to_string(),
+                count: others + 1,
+            }),
+            (None, _) => Err(Error::UnknownLabel {
                 label: label.to_string(),
                 known: self
                     .checkpoints
                     .iter()
                     .filter_map(|c| c.label().map(str::to_string))
                     .collect(),
-            })
+            }),
+        }
     }
 
     /// The growth between the checkpoints labelled `from` and `to`.

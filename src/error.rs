@@ -31,6 +31,13 @@ pub enum Error {
         /// The labels that exist.
         known: Vec<String>,
     },
+    /// Several checkpoints have this label, so which one is meant cannot be told.
+    AmbiguousLabel {
+        /// The label asked for.
+        label: String,
+        /// How many checkpoints have it.
+        count: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -48,6 +55,10 @@ impl fmt::Display for Error {
             Error::UnknownLabel { label, known } => {
                 write!(f, "no checkpoint labelled {label:?}; known labels: {}", known.join(", "))
             }
+            Error::AmbiguousLabel { label, count } => write!(
+                f,
+                "{count} checkpoints are labelled {label:?}; give each checkpoint its own label to pick one"
+            ),
         }
     }
 }

@@ -319,6 +319,28 @@ fn an_unknown_checkpoint_label_lists_the_known_ones() {
 }
 
 #[test]
+fn a_label_several_checkpoints_share_is_an_error_not_a_guess() {
+    let dir = demo("shared_label");
+    let timeline = dir.join("timeline.json");
+    let text = std::fs::read_to_string(&timeline)
+        .unwrap()
+        .replace(r#""label":"step 2""#, r#""label":"step 1""#);
+    std::fs::write(&timeline, text).unwrap();
+    let out = dir.join("x.svg");
+    let run = heapdelta([
+        "flamegraph",
+        arg(&timeline),
+        "-o",
+        arg(&out),
+        "--from",
+        "start",
+        "--to",
+        "step 1",
+    ]);
+    assert_one_line_failure(&run, 1, "2 checkpoints are labelled \"step 1\"");
+}
+
+#[test]
 fn bad_arguments_are_a_usage_error() {
     assert_one_line_failure(&heapdelta(["frobnicate"]), 2, "frobnicate");
     assert_one_line_failure(&heapdelta(["diff", "only-one.json"]), 2, "<NEW>");
