@@ -34,7 +34,8 @@ fn read(path: &str) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
     let mut text = String::new();
     if bytes.starts_with(&[0x1f, 0x8b]) {
-        flate2::read::GzDecoder::new(&bytes[..])
+        // Every member of a concatenated file (`cat a.gz b.gz`), as `gunzip` reads it.
+        flate2::read::MultiGzDecoder::new(&bytes[..])
             .read_to_string(&mut text)
             .map_err(|e| e.to_string())?;
     } else {

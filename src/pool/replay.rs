@@ -35,7 +35,12 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let bad = || format!("line {}: malformed: {line:?}", n + 1);
+        let bad = || {
+            // A file with another line ending can come in as one huge line: show its start.
+            let shown: String = line.chars().take(60).collect();
+            let more = if shown.len() < line.len() { "…" } else { "" };
+            format!("line {}: malformed: {shown:?}{more}", n + 1)
+        };
         let mut it = line.split_ascii_whitespace();
         let kind = it.next().ok_or_else(bad)?;
         let num = |it: &mut std::str::SplitAsciiWhitespace<'_>| -> Result<usize, String> {
@@ -50,6 +55,9 @@ pub fn parse(text: &str) -> Result<Vec<Op>, String> {
             "s" => Op::Snapshot(line[1..].trim().to_string()),
             _ => return Err(bad()),
         };
+        if !matches!(op, Op::Snapshot(_)) && it.next().is_some() {
+            return Err(bad());
+        }
         ops.push(op);
     }
     Ok(ops)
@@ -96,7 +104,7 @@ pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String
                 if live.contains_key(&i) {
                     return Err(format!("op {k}: id {i} allocated twice"));
                 }
-                let l = layout(n).map_err(|e| e.to_string())?;
+                let l = layout(n).map_err(|e| format!("op {k}: {n} bytes: {e}"))?;
                 // SAFETY: `l` is non-zero-sized.
                 let p = unsafe { pool.alloc(l) };
                 if p.is_null() {
@@ -111,7 +119,7 @@ pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String
             }
             Op::Realloc(i, n) => {
                 let (p, l) = take(&mut live, i, k)?;
-                let nl = layout(n).map_err(|e| e.to_string())?;
+                let nl = layout(n).map_err(|e| format!("op {k}: {n} bytes: {e}"))?;
                 // SAFETY: `p` came from `pool` with layout `l`; `nl.size()` is non-zero.
                 let q = unsafe { pool.realloc(p, l, nl.size()) };
                 if q.is_null() {
@@ -223,6 +231,21 @@ mod tests {
         let in_use = |st: &PoolStats| st.classes.iter().map(|c| c.blocks_in_use).sum::<u64>();
         assert_eq!(in_use(&outcome.snapshots[0].stats), 1);
         assert_eq!(in_use(&outcome.after_cleanup), 0);
+    }
+
+    #[test]
+    fn extra_fields_on_a_line_are_an_error() {
+        assert_eq!(
+            parse("a 1 100\na 2 200 300\n").unwrap_err(),
+            "line 2: malformed: \"a 2 200 300\""
+        );
+        assert!(parse("f 1 junk\n").is_err());
+    }
+
+    #[test]
+    fn a_file_with_carriage_returns_only_is_an_error_not_one_allocation() {
+        let e = parse("a 1 100\ra 2 200\rs end\r").unwrap_err();
+        assert!(e.starts_with("line 1: malformed"), "{e}");
     }
 
     #[test]
