@@ -39,6 +39,20 @@ fn demo(test: &str) -> common::TempDir {
     dir
 }
 
+/// `heapdelta flamegraph TIMELINE -o OUT --from FROM --to TO`.
+fn flamegraph_between(timeline: &Path, out: &Path, from: &str, to: &str) -> Run {
+    heapdelta([
+        "flamegraph",
+        arg(timeline),
+        "-o",
+        arg(out),
+        "--from",
+        from,
+        "--to",
+        to,
+    ])
+}
+
 fn arg(p: &Path) -> &str {
     p.to_str().expect("temporary paths are UTF-8")
 }
@@ -165,16 +179,7 @@ fn flamegraph_draws_the_growth_between_two_checkpoints() {
     let dir = demo("flamegraph_growth");
     let out = dir.join("growth.svg");
     let timeline = dir.join("timeline.json");
-    let run = heapdelta([
-        "flamegraph",
-        arg(&timeline),
-        "-o",
-        arg(&out),
-        "--from",
-        "step 1",
-        "--to",
-        "step 4",
-    ]);
+    let run = flamegraph_between(&timeline, &out, "step 1", "step 4");
     assert_eq!(run.code, 0, "{}", run.stderr);
     let svg = std::fs::read_to_string(&out).unwrap();
     assert!(svg.contains("Heap growth"), "the title names the window");
@@ -305,16 +310,7 @@ fn an_unknown_checkpoint_label_lists_the_known_ones() {
     let dir = demo("bad_label");
     let timeline = dir.join("timeline.json");
     let out = dir.join("x.svg");
-    let run = heapdelta([
-        "flamegraph",
-        arg(&timeline),
-        "-o",
-        arg(&out),
-        "--from",
-        "step 1",
-        "--to",
-        "step 9",
-    ]);
+    let run = flamegraph_between(&timeline, &out, "step 1", "step 9");
     assert_one_line_failure(&run, 1, "known labels: start, step 1");
 }
 
@@ -327,16 +323,7 @@ fn a_label_several_checkpoints_share_is_an_error_not_a_guess() {
         .replace(r#""label":"step 2""#, r#""label":"step 1""#);
     std::fs::write(&timeline, text).unwrap();
     let out = dir.join("x.svg");
-    let run = heapdelta([
-        "flamegraph",
-        arg(&timeline),
-        "-o",
-        arg(&out),
-        "--from",
-        "start",
-        "--to",
-        "step 1",
-    ]);
+    let run = flamegraph_between(&timeline, &out, "start", "step 1");
     assert_one_line_failure(&run, 1, "2 checkpoints are labelled \"step 1\"");
 }
 

@@ -412,6 +412,15 @@ impl<A: GlobalAlloc> Pool<A> {
         }
     }
 
+    /// Counts `p`, a block of `layout` the inner allocator just returned (or null), as large.
+    #[inline]
+    fn counted_large(&self, p: *mut u8, layout: Layout) -> *mut u8 {
+        if !p.is_null() {
+            self.count_large(1, layout.size() as i64);
+        }
+        p
+    }
+
     /// `address_in_range`: whether `p` lies in one of this pool's arenas.
     #[inline]
     fn owns(&self, p: *mut u8) -> bool {
@@ -483,11 +492,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if !self.is_small(layout) {
             // SAFETY: same contract as ours.
-            let p = unsafe { self.inner.alloc(layout) };
-            if !p.is_null() {
-                self.count_large(1, layout.size() as i64);
-            }
-            return p;
+            return self.counted_large(unsafe { self.inner.alloc(layout) }, layout);
         }
         let idx = self.geo.class_of(layout.size());
         let Some(ctx) = self.ctx() else {
@@ -507,11 +512,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         if !self.is_small(layout) {
             // SAFETY: same contract as ours.
-            let p = unsafe { self.inner.alloc_zeroed(layout) };
-            if !p.is_null() {
-                self.count_large(1, layout.size() as i64);
-            }
-            return p;
+            return self.counted_large(unsafe { self.inner.alloc_zeroed(layout) }, layout);
         }
         // SAFETY: same contract as ours.
         let p = unsafe { self.alloc(layout) };
