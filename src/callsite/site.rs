@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::report::text::OneLine;
+
 /// One frame of a symbolised call stack.
 ///
 /// ```
@@ -36,10 +38,11 @@ impl fmt::Display for Frame {
     /// assert_eq!(frame.to_string(), "main");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.function)?;
+        // Names may come from a file: control characters are escaped.
+        write!(f, "{}", OneLine(&self.function))?;
         match (&self.file, self.line) {
-            (Some(file), Some(line)) => write!(f, " ({file}:{line})"),
-            (Some(file), None) => write!(f, " ({file})"),
+            (Some(file), Some(line)) => write!(f, " ({}:{line})", OneLine(file)),
+            (Some(file), None) => write!(f, " ({})", OneLine(file)),
             (None, _) => Ok(()),
         }
     }

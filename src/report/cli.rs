@@ -25,7 +25,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::diff::Delta;
 use crate::report::json::{read_contents, Contents};
 use crate::report::snapshot_sites;
-use crate::report::text::{bytes, signed, signed_bytes, thousands};
+use crate::report::text::{bytes, signed, signed_bytes, thousands, OneLine};
 use crate::snapshot::Snapshot;
 
 #[derive(Parser)]
@@ -263,7 +263,7 @@ fn describe(s: &Snapshot, top: usize) -> String {
     let t = s.totals();
     let mut out = format!(
         "| {} | live {} | blocks {} | peak {} | allocated {} in {} blocks |",
-        s.label().unwrap_or("snapshot"),
+        OneLine(s.label().unwrap_or("snapshot")),
         bytes(t.live_bytes),
         thousands(t.live_blocks),
         bytes(t.peak_bytes),

@@ -8,6 +8,23 @@ use crate::pool::{ClassStats, PoolStats};
 /// Sites, types and classes listed under a step line.
 const TOP: usize = 5;
 
+/// `s` with control characters escaped (`\n`, `\u{1b}`): a label or name read from a file stays
+/// on its line and cannot drive the terminal.
+pub(crate) struct OneLine<'a>(pub &'a str);
+
+impl Display for OneLine<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                fmt::Write::write_char(f, c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `1,234,567`.
 pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
@@ -65,7 +82,7 @@ impl Delta {
         } else {
             "measure"
         });
-        let mut s = format!("| {label} |");
+        let mut s = format!("| {} |", OneLine(label));
         match self.after {
             Some(t) => {
                 s += &format!(
@@ -232,6 +249,15 @@ impl Display for Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_in_a_name_are_escaped() {
+        assert_eq!(
+            OneLine("step\n2\u{1b}[31m").to_string(),
+            "step\\n2\\u{1b}[31m"
+        );
+        assert_eq!(OneLine("plain étape").to_string(), "plain étape");
+    }
 
     #[test]
     fn thousands_are_separated_with_commas() {
