@@ -103,10 +103,10 @@ fn heapdelta_report_writes_the_timeline_and_a_final_snapshot_at_exit() {
 fn heapdelta_every_takes_checkpoints_on_its_own() {
     let path = std::env::temp_dir().join(format!("heapdelta-every-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    // `--steps 2000` runs long enough for a few 10 ms ticks.
+    // `--steps 2000` runs long enough for a few ticks of the shortest interval, 0.1 s.
     run_with_env(
         &["--steps", "2000", "--fixed"],
-        &format!("every=0.01,report={}", path.display()),
+        &format!("every=0.1,report={}", path.display()),
     );
     let timeline =
         heapdelta::Timeline::read_json(&path).expect("the exit report is a timeline file");
