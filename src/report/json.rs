@@ -165,26 +165,11 @@ fn check_snapshot(s: &Snapshot) -> Result<(), String> {
     Ok(())
 }
 
-/// `check_snapshot` for each checkpoint, and checkpoints in the order they were taken: the
-/// epoch and the allocation totals never go back.
+/// `check_snapshot` for each checkpoint. (Their order is not checked: checkpoints taken by two
+/// threads at once can be recorded in either order, with counters read a moment apart.)
 fn check_timeline(checkpoints: &[Snapshot]) -> Result<(), String> {
     for (i, s) in checkpoints.iter().enumerate() {
         check_snapshot(s).map_err(|e| format!("checkpoint {}: {e}", i + 1))?;
-    }
-    for (i, w) in checkpoints.windows(2).enumerate() {
-        let [a, b] = w else { continue };
-        if b.epoch < a.epoch
-            || b.totals.total_bytes < a.totals.total_bytes
-            || b.totals.total_blocks < a.totals.total_blocks
-        {
-            return Err(format!(
-                "checkpoint {} ({:?}) comes before checkpoint {} ({:?}): checkpoints must be in the order they were taken",
-                i + 2,
-                b.label.as_deref().unwrap_or(""),
-                i + 1,
-                a.label.as_deref().unwrap_or("")
-            ));
-        }
     }
     Ok(())
 }
@@ -386,17 +371,14 @@ mod tests {
     }
 
     #[test]
-    fn a_timeline_in_reverse_order_is_a_format_error() {
+    fn a_checkpoint_with_inconsistent_counters_is_a_format_error() {
         let text = include_str!("../../tests/data/reports/demo_timeline.json");
         let mut v: Value = serde_json::from_str(text).unwrap();
         assert!(matches!(read_value(&v), Ok(Contents::Timeline(_))));
-        if let Some(cps) = v["checkpoints"].as_array_mut() {
-            assert!(cps.len() > 1);
-            cps.reverse();
-        }
+        v["checkpoints"][1]["totals"]["peak_bytes"] = Value::from(0);
         let e = read_value(&v).unwrap_err();
         assert!(
-            matches!(&e, Error::Format(m) if m.contains("in the order they were taken")),
+            matches!(&e, Error::Format(m) if m.starts_with("checkpoint 2: inconsistent totals")),
             "{e}"
         );
     }
