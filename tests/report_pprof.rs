@@ -66,6 +66,8 @@ struct Function {
     id: u64,
     #[prost(int64, tag = "2")]
     name: i64,
+    #[prost(int64, tag = "3")]
+    system_name: i64,
     #[prost(int64, tag = "4")]
     filename: i64,
 }
@@ -179,6 +181,16 @@ fn functions_and_lines_come_from_the_resolved_frames_innermost_first() {
         ]),
         "{stacks:?}"
     );
+}
+
+#[test]
+fn functions_have_no_system_name_for_pprof_to_demangle() {
+    let p = snapshot_profile();
+    assert!(p
+        .function
+        .iter()
+        .any(|f| p.str(f.name).starts_with("<[u8; 32] as ")));
+    assert!(p.function.iter().all(|f| f.system_name == 0));
 }
 
 #[test]

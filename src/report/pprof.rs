@@ -150,7 +150,10 @@ impl Builder {
             self.functions.push(Function {
                 id: function_id,
                 name,
-                system_name: name,
+                // No system name: pprof demangles a function whose system name equals its name,
+                // and its C++ demangler strips the `<…>` of Rust names such as
+                // `<[u8; 32] as Digest>::digest`.
+                system_name: 0,
                 filename,
             });
         }
