@@ -50,17 +50,20 @@ pub(crate) fn bytes(n: u64) -> String {
     if n < 1024 {
         return format!("{n} B");
     }
+    // One decimal up to MiB, two from GiB; the unit is chosen after rounding, so 1,048,575
+    // bytes read 1.0 MiB rather than 1024.0 KiB.
+    let decimals = |unit: usize| if unit >= 2 { 2 } else { 1 };
+    let rounded = |v: f64, unit: usize| {
+        let scale = 10f64.powi(decimals(unit));
+        (v * scale).round() / scale
+    };
     let mut v = n as f64 / 1024.0;
     let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
+    while rounded(v, unit) >= 1024.0 && unit + 1 < UNITS.len() {
         v /= 1024.0;
         unit += 1;
     }
-    if unit >= 2 {
-        format!("{v:.2} {}", UNITS[unit])
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
+    format!("{v:.prec$} {}", UNITS[unit], prec = decimals(unit) as usize)
 }
 
 /// `+1.5 KiB` / `-512 B`.
@@ -273,6 +276,8 @@ mod tests {
         assert_eq!(bytes(1536), "1.5 KiB");
         assert_eq!(bytes(112 * 1024 * 1024 + 400 * 1024), "112.4 MiB");
         assert_eq!(bytes(1_267_000_000), "1.18 GiB");
+        assert_eq!(bytes(1_048_575), "1.0 MiB");
+        assert_eq!(bytes(1_048_524), "1023.9 KiB");
         assert_eq!(signed_bytes(-2048), "-2.0 KiB");
     }
 }
