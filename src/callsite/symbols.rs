@@ -208,11 +208,17 @@ fn build_site(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
             let kept = raw[first..=last].to_vec();
             (trimmed, kept)
         }
-        // No user frame (an allocation of std's own start-up, say): keep what is not allocator
-        // or runtime, so the site still says something.
+        // No user frame (an allocation of std's own start-up, say): keep the std frames outside
+        // the allocator's, so the site still says something. (Inside them, std frames such as
+        // `LocalKey::try_with` can be heapdelta's own machinery.)
         _ => {
+            let outside = raw
+                .iter()
+                .rposition(|f| f.origin == Origin::Allocator)
+                .map_or(0, |i| i + 1);
             let kept = raw
                 .iter()
+                .skip(outside)
                 .filter(|f| f.origin == Origin::Std)
                 .cloned()
                 .collect();
@@ -315,6 +321,24 @@ mod tests {
     }
 
     const STD: &str = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library";
+
+    #[test]
+    fn a_site_without_user_frames_keeps_only_the_std_frames_outside_the_allocator() {
+        let std = |f: &str| raw(f, Some(&format!("{STD}/std/src/lib.rs")), 1);
+        let ours = |f: &str| raw(f, Some("/work/heapdelta/src/thread.rs"), 1);
+        let site = build_site(
+            vec![
+                std("<core::option::Option<_>>::map"),
+                std("<std::thread::local::LocalKey<heapdelta::thread::State>>::try_with"),
+                ours("heapdelta::thread::record_slow"),
+                std("alloc::alloc::alloc"),
+                std("std::rt::init"),
+            ],
+            None,
+        );
+        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(names, ["alloc::alloc::alloc", "std::rt::init"]);
+    }
 
     fn realistic_vec_push() -> Vec<RawFrame> {
         vec![
