@@ -242,8 +242,13 @@ impl Delta {
             b.young_free.0.saturating_sub(a.young_free.0),
             b.young_free.1.saturating_sub(a.young_free.1),
         );
-        let one_epoch =
-            a.run == b.run && a.epoch.checked_add(u32::from(a.checkpoint)) == Some(b.epoch);
+        // Survivors need the window to start where `b`'s step started, so that every block born
+        // in that step was born inside the window: `a` is the checkpoint that closed the step
+        // before, or the very start (nothing allocated yet) when `b` is in the first step. A
+        // window starting inside a step (`measure`, two snapshots) has no survivors.
+        let starts_the_step = (a.checkpoint && a.epoch.checked_add(1) == Some(b.epoch))
+            || (b.epoch == 0 && total(a).alloc_blocks == 0);
+        let one_epoch = a.run == b.run && starts_the_step;
         let survivors = one_epoch.then(|| survivors_of(&window, young));
 
         let before: HashMap<u64, Counts> = a.classes.iter().map(|c| (c.size, c.counts)).collect();
@@ -672,13 +677,22 @@ impl Timeline {
     /// let t = heapdelta::timeline();
     /// assert!(t.between("a", "b").is_ok());
     /// assert!(t.between("a", "no such step").is_err());
+    /// assert!(t.between("b", "a").is_err());
     /// ```
     pub fn between(&self, from: &str, to: &str) -> Result<Delta, Error> {
-        Ok(self.find(to)?.since(self.find(from)?))
+        let (start, end) = (self.find(from)?, self.find(to)?);
+        let position = |s: &Snapshot| self.checkpoints.iter().position(|c| std::ptr::eq(c, s));
+        if position(end) < position(start) {
+            return Err(Error::ReversedWindow {
+                from: from.to_string(),
+                to: to.to_string(),
+            });
+        }
+        Ok(end.since(start))
     }
 
-    /// Sites whose live bytes rose in every one of the last 5 steps (or every step, when there
-    /// are fewer; at least 2 are needed).
+    /// Sites whose live bytes rose in every one of the last 5 steps between checkpoints (or in
+    /// every such step, when there are fewer; at least 3 checkpoints, so 2 steps, are needed).
     ///
     /// ```
     /// let mut kept = Vec::new();

@@ -31,6 +31,13 @@ pub enum Error {
         /// The labels that exist.
         known: Vec<String>,
     },
+    /// The window's end comes before its start in the timeline.
+    ReversedWindow {
+        /// The label asked for as the start.
+        from: String,
+        /// The label asked for as the end.
+        to: String,
+    },
     /// Several checkpoints have this label, so which one is meant cannot be told.
     AmbiguousLabel {
         /// The label asked for.
@@ -55,6 +62,10 @@ impl fmt::Display for Error {
             Error::UnknownLabel { label, known } => {
                 write!(f, "no checkpoint labelled {label:?}; known labels: {}", known.join(", "))
             }
+            Error::ReversedWindow { from, to } => write!(
+                f,
+                "checkpoint {to:?} comes before {from:?}: give the earlier checkpoint first"
+            ),
             Error::AmbiguousLabel { label, count } => write!(
                 f,
                 "{count} checkpoints are labelled {label:?}; give each checkpoint its own label to pick one"
