@@ -102,7 +102,14 @@ const CACHE: usize = 4;
 struct Local {
     token: Cell<u64>,
     cache: [Cell<(u64, *const Heap)>; CACHE],
+    /// The pool in which this thread last found no heap slot, and how many more operations it
+    /// takes on the shared heap before looking through the slots again.
+    no_heap: Cell<(u64, u32)>,
 }
+
+/// Operations a thread without a heap slot takes on the shared heap between two looks through
+/// the slots (each look is a scan of every slot).
+const NO_HEAP_RETRY: u32 = 1024;
 
 /// Releases the thread's record when the thread exits.
 struct RecordGuard(Cell<usize>);
@@ -131,6 +138,7 @@ thread_local! {
         Local {
             token: Cell::new(TOKEN_UNSET),
             cache: [const { Cell::new((0, std::ptr::null())) }; CACHE],
+            no_heap: Cell::new((0, 0)),
         }
     };
     static GUARD: RecordGuard = const { RecordGuard(Cell::new(usize::MAX)) };
@@ -162,6 +170,25 @@ pub(crate) fn cached_slow(uid: u64) -> Option<*const Heap> {
         })
         .ok()
         .flatten()
+}
+
+/// Whether the thread found no heap slot in pool `uid` recently, so it should take the shared
+/// heap without looking through the slots (counts one operation toward the next look).
+pub(crate) fn skip_claim(uid: u64) -> bool {
+    LOCAL
+        .try_with(|l| match l.no_heap.get() {
+            (u, left) if u == uid && left > 0 => {
+                l.no_heap.set((u, left - 1));
+                true
+            }
+            _ => false,
+        })
+        .unwrap_or(false)
+}
+
+/// Notes that the thread found no heap slot in pool `uid` (see `skip_claim`).
+pub(crate) fn note_no_heap(uid: u64) {
+    let _ = LOCAL.try_with(|l| l.no_heap.set((uid, NO_HEAP_RETRY)));
 }
 
 /// Puts `(uid, heap)` at the front of the cache.
@@ -214,6 +241,9 @@ pub(crate) fn token() -> Option<u64> {
         .flatten()
 }
 
+/// Set by the fork handler while it takes the pools' locks (see `SpinLock::lock`).
+pub(crate) static FORK_PENDING: AtomicBool = AtomicBool::new(false);
+
 /// A spin lock for the shared heap, held only around one allocator operation.
 pub(crate) struct SpinLock(AtomicBool);
 
@@ -230,18 +260,33 @@ impl SpinLock {
 
     /// Takes the lock: spins briefly, then yields, then sleeps between tries. The holder keeps
     /// it for one allocator operation; sleeping lets the holder run even when it has a lower
-    /// real-time priority than the waiter on the same CPU, which yielding does not.
+    /// real-time priority than the waiter on the same CPU, which yielding does not. While a
+    /// `fork()` waits for the pools' locks (`lock_for_fork`), other threads stand back, so busy
+    /// threads cannot keep the forking one waiting.
     pub fn lock(&self) {
+        let mut tries = 0u32;
+        while FORK_PENDING.load(Ordering::Acquire) || !self.try_lock() {
+            tries = tries.saturating_add(1);
+            Self::back_off(tries);
+        }
+    }
+
+    /// `lock` for the fork handler itself, which does not stand back for its own fork.
+    pub fn lock_for_fork(&self) {
         let mut tries = 0u32;
         while !self.try_lock() {
             tries = tries.saturating_add(1);
-            if tries < 64 {
-                std::hint::spin_loop();
-            } else if tries < 128 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(50));
-            }
+            Self::back_off(tries);
+        }
+    }
+
+    fn back_off(tries: u32) {
+        if tries < 64 {
+            std::hint::spin_loop();
+        } else if tries < 128 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(50));
         }
     }
 

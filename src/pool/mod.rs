@@ -62,8 +62,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 ///
 /// Threads beyond the heap slots (63 per pool) or the thread records (1,024 live threads), and
 /// threads whose thread-locals are being torn down, share one fallback heap under a short lock
-/// (spinning, then sleeping); a thread without a heap of its own also looks through the heap
-/// slots again on each operation, in case one has become free. `fork()` waits for that lock to be free in every pool, so the child
+/// (spinning, then sleeping); a thread without a heap of its own looks through the heap slots
+/// again every 1,024 operations, in case one has become free. `fork()` waits for that lock to be free in every pool, so the child
 /// starts with it free; the forking thread keeps its own heap in the child, or takes the shared
 /// one. Heaps owned by the parent's other threads are never adopted in the child (one may have
 /// been mid-operation): their memory stays reserved there.
@@ -295,13 +295,16 @@ impl<A: GlobalAlloc> Pool<A> {
             return Some(Ctx { heap, lock: None });
         }
         let core = self.core()?;
-        if let Some(token) = local::token() {
-            if let Some(h) = self.claim(core, token) {
-                local::remember(uid, h);
-                return Some(Ctx {
-                    heap: h,
-                    lock: None,
-                });
+        if !local::skip_claim(uid) {
+            if let Some(token) = local::token() {
+                if let Some(h) = self.claim(core, token) {
+                    local::remember(uid, h);
+                    return Some(Ctx {
+                        heap: h,
+                        lock: None,
+                    });
+                }
+                local::note_no_heap(uid);
             }
         }
         // The shared fallback heap.

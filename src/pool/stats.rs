@@ -2,7 +2,7 @@
 //! `fork()`), and `pool_stats()`.
 
 use super::config::{Geometry, MAX_CLASSES};
-use super::local::SpinLock;
+use super::local::{SpinLock, FORK_PENDING};
 use super::stable::Core;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -209,9 +209,10 @@ fn registered_cores() -> impl Iterator<Item = &'static Core> {
 /// `pthread_atfork` prepare handler: waits for the registry and every pool's shared heap to be
 /// free and takes their locks (each is held for one allocator operation at most).
 extern "C" fn lock_for_fork() {
-    REGISTRY.lock.lock();
+    FORK_PENDING.store(true, Ordering::Release);
+    REGISTRY.lock.lock_for_fork();
     for core in registered_cores() {
-        core.shared_lock.lock();
+        core.shared_lock.lock_for_fork();
     }
 }
 
@@ -221,6 +222,7 @@ extern "C" fn unlock_after_fork() {
         core.shared_lock.unlock();
     }
     REGISTRY.lock.unlock();
+    FORK_PENDING.store(false, Ordering::Release);
 }
 
 /// Forgets a pool (called from its `Drop`; waits for a `pool_stats` reading it).
