@@ -97,51 +97,15 @@ fn paired_ratios() {
     macro_rules! contenders {
         ($run:expr) => {
             [
-                Contender {
-                    name: "system",
-                    run: &|| $run(&SYSTEM),
-                    base: 0,
-                },
-                Contender {
-                    name: "cap (peer)",
-                    run: &|| $run(&CAP),
-                    base: 0,
-                },
-                Contender {
-                    name: "stats_alloc (peer)",
-                    run: &|| $run(&PEER),
-                    base: 0,
-                },
-                Contender {
-                    name: "tracker_off",
-                    run: &|| $run(&Off),
-                    base: 0,
-                },
-                Contender {
-                    name: "tracker_exact",
-                    run: &|| $run(&Exact),
-                    base: 0,
-                },
-                Contender {
-                    name: "tracker_sampled",
-                    run: &|| $run(&Sampled),
-                    base: 0,
-                },
-                Contender {
-                    name: "pool",
-                    run: &|| $run(&POOL),
-                    base: 0,
-                },
-                Contender {
-                    name: "tracker_pool_off",
-                    run: &|| $run(&TrackedPool),
-                    base: 6,
-                },
-                Contender {
-                    name: "stats_alloc<Pool>",
-                    run: &|| $run(peer_pool),
-                    base: 6,
-                },
+                Contender::new("system", &|| $run(&SYSTEM), 0),
+                Contender::new("cap (peer)", &|| $run(&CAP), 0),
+                Contender::new("stats_alloc (peer)", &|| $run(&PEER), 0),
+                Contender::new("tracker_off", &|| $run(&Off), 0),
+                Contender::new("tracker_exact", &|| $run(&Exact), 0),
+                Contender::new("tracker_sampled", &|| $run(&Sampled), 0),
+                Contender::new("pool", &|| $run(&POOL), 0),
+                Contender::new("tracker_pool_off", &|| $run(&TrackedPool), 6),
+                Contender::new("stats_alloc<Pool>", &|| $run(peer_pool), 6),
             ]
         };
     }
@@ -170,24 +134,16 @@ fn paired_ratios() {
         "small_churn_scope",
         ROUNDS,
         &[
-            Contender {
-                name: "system",
-                run: &|| timed_churn(&SYSTEM, false, 200_000),
-                base: 0,
-            },
-            Contender {
-                name: "tracker_off",
-                run: &|| timed_churn(&Off, false, 200_000),
-                base: 0,
-            },
-            Contender {
-                name: "tracker_off_scoped",
-                run: &|| {
+            Contender::new("system", &|| timed_churn(&SYSTEM, false, 200_000), 0),
+            Contender::new("tracker_off", &|| timed_churn(&Off, false, 200_000), 0),
+            Contender::new(
+                "tracker_off_scoped",
+                &|| {
                     let _scope = heapdelta::scope("bench");
                     timed_churn(&Off, false, 200_000)
                 },
-                base: 0,
-            },
+                0,
+            ),
         ],
     );
 }

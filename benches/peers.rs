@@ -42,26 +42,10 @@ fn main() {
     macro_rules! contenders {
         ($run:expr) => {
             [
-                Contender {
-                    name: "system",
-                    run: &|| $run(&SYSTEM),
-                    base: 0,
-                },
-                Contender {
-                    name: "tracker_exact",
-                    run: &|| $run(&Exact),
-                    base: 0,
-                },
-                Contender {
-                    name: "tracker_sampled",
-                    run: &|| $run(&Sampled),
-                    base: 0,
-                },
-                Contender {
-                    name: "dhat (peer)",
-                    run: &|| $run(&DHAT),
-                    base: 0,
-                },
+                Contender::new("system", &|| $run(&SYSTEM), 0),
+                Contender::new("tracker_exact", &|| $run(&Exact), 0),
+                Contender::new("tracker_sampled", &|| $run(&Sampled), 0),
+                Contender::new("dhat (peer)", &|| $run(&DHAT), 0),
             ]
         };
     }

@@ -106,21 +106,9 @@ fn main() {
             &workload,
             ROUNDS,
             &[
-                Contender {
-                    name: "System",
-                    run: &|| churn_threads(&System, threads, STEPS),
-                    base: 0,
-                },
-                Contender {
-                    name: "Pool",
-                    run: &|| churn_threads(&POOL, threads, STEPS),
-                    base: 0,
-                },
-                Contender {
-                    name: "mimalloc",
-                    run: &|| churn_threads(&MIMALLOC, threads, STEPS),
-                    base: 0,
-                },
+                Contender::new("System", &|| churn_threads(&System, threads, STEPS), 0),
+                Contender::new("Pool", &|| churn_threads(&POOL, threads, STEPS), 0),
+                Contender::new("mimalloc", &|| churn_threads(&MIMALLOC, threads, STEPS), 0),
             ],
         );
     }

@@ -11,6 +11,13 @@ pub struct Contender<'a> {
     pub base: usize,
 }
 
+impl<'a> Contender<'a> {
+    /// `name`, timed by `run`, as a ratio to the contender at index `base`.
+    pub fn new(name: &'a str, run: &'a dyn Fn() -> Duration, base: usize) -> Self {
+        Contender { name, run, base }
+    }
+}
+
 /// Runs `rounds` rounds of `contenders` on `workload` and prints one line per contender that is
 /// not its own baseline: `median× baseline [min–max]`.
 pub fn print_ratios(workload: &str, rounds: usize, contenders: &[Contender]) {
