@@ -20,7 +20,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 
-use crate::callsite::{Sampler, StackBuffer};
+use crate::callsite::{start_here, Sampler, StackBuffer};
 use crate::checkpoint;
 use crate::config;
 use crate::header::Header;
@@ -214,15 +214,25 @@ impl Ctx<'_> {
 }
 
 impl State {
-    /// Captures the current stack (at most `depth` frames) into the thread's buffer with the
-    /// guard set and returns its site id (see `StackBuffer::capture_site`), or 0 when the thread
-    /// is already inside heapdelta (the buffer may be in use further up this thread's stack).
-    /// Allocations made meanwhile (the first capture of a thread asks libc for its stack bounds)
-    /// are not recorded.
+    /// Captures the current stack (at most `depth` frames, starting from the frame of the function
+    /// this is inlined into) and returns its site id (see `StackBuffer`), or 0 when the thread is
+    /// already inside heapdelta (the buffer may be in use further up this thread's stack). A
+    /// stack the buffer can replay costs no walk; any other is captured with the guard set and the
+    /// slots closed, so allocations made meanwhile (the first capture of a thread asks libc for
+    /// its stack bounds) are not recorded.
     #[inline(always)]
     fn capture_site(&self, depth: usize) -> u32 {
         if self.busy.replace(true) {
             return 0;
+        }
+        let start = start_here();
+        // SAFETY: the buffer is only borrowed while `busy` is set, by this call; a nested call on
+        // this thread sees `busy` and returns above, and no other thread can reach this
+        // thread-local.
+        if let Some(id) = unsafe { &mut *self.stack.get() }.replay(start, depth) {
+            // The replay neither allocates nor calls out: nothing ran that the guard must hide.
+            self.busy.set(false);
+            return id;
         }
         // The guard closes the direct and fast slots while the capture runs. Nothing it does
         // changes the thread's slot or tag, and the configuration can only ever open the slots,
@@ -233,9 +243,8 @@ impl State {
             direct: self.direct.replace(ptr::null()),
             fast: self.fast.replace(ptr::null()),
         };
-        // SAFETY: the buffer is only borrowed here, while `busy` is set; a nested call on this
-        // thread sees `busy` and returns above, and no other thread can reach this thread-local.
-        unsafe { &mut *self.stack.get() }.capture_site(depth)
+        // SAFETY: as above.
+        unsafe { &mut *self.stack.get() }.capture_site(start, depth)
     }
 }
 

@@ -3,14 +3,27 @@
 //!
 //! Most allocations come from a handful of places that take turns (a loop body allocating a node,
 //! its name and its payload), so a new capture usually equals one of the thread's recent stacks.
-//! Finding it here costs a few compares in memory the thread owns; the shared intern table costs
-//! three dependent loads into a large table and a compare (about 15 ns). Matches are exact: a
-//! recent stack is only reused when every word equals the new capture's.
+//! Two things make that cheap:
+//!
+//! - **Replay.** For each recent stack the buffer keeps the addresses of the frame records the
+//!   walk read. It guesses which recent stack comes next (the one that followed the last stack the
+//!   previous time) and checks, with loads that do not wait on one another, that every one of those
+//!   records still holds what the walk read there ([`same_chain`]). If so, a walk would return that
+//!   very stack, and its id is reused without walking: the walk's loads each wait for the one
+//!   before, so it costs several times as much.
+//! - **Recent stacks.** Otherwise the stack is walked, and looked up among the recent stacks by
+//!   hash and a compare of every word, before the shared intern table, which costs three dependent
+//!   loads into a large table and a compare (about 15 ns).
+//!
+//! Matches are exact either way: a site id is only reused for a stack equal to its own in every
+//! word.
 //!
 //! Runs inside the global allocator (with heapdelta's guard set): no allocation, no lock, no
 //! panic.
 
-use super::capture::capture_into;
+#[cfg(test)]
+use super::capture::start_here;
+use super::capture::{capture_recorded, same_chain};
 use super::intern::{intern_hashed, SiteId};
 
 /// Most return addresses a capture keeps.
@@ -24,19 +37,29 @@ struct Recent {
     hash: u64,
     n: usize,
     id: SiteId,
+    /// The frame records of the walk that last captured this stack (`records[..=n]`, see
+    /// `capture_recorded`), when `replayable`; only valid for captures of `depth` frames.
+    replayable: bool,
+    depth: usize,
     words: [usize; STACK_WORDS],
+    records: [usize; STACK_WORDS + 1],
 }
 
 /// A thread's capture buffer. `const`-constructible, so it can live in a `const`-initialised
 /// thread-local.
 pub(crate) struct StackBuffer {
-    /// Return addresses; the first `last.0` of them are the last captured stack.
+    /// Return addresses of the capture in progress.
     words: [usize; STACK_WORDS],
-    /// Length and site id of the last captured stack (`None` before the first).
-    last: Option<(usize, SiteId)>,
+    /// The frame records they were read from (see `capture_recorded`).
+    records: [usize; STACK_WORDS + 1],
     recent: [Recent; RECENT],
     /// The entry of `recent` the next new stack replaces.
     next: usize,
+    /// The entry of `recent` holding the last captured stack (`RECENT`: none yet).
+    current: usize,
+    /// For each entry, the entry whose stack was captured right after it the last time (`RECENT`:
+    /// none): the guess that `replay` checks.
+    after: [usize; RECENT],
 }
 
 impl StackBuffer {
@@ -44,61 +67,115 @@ impl StackBuffer {
     pub(crate) const fn new() -> StackBuffer {
         StackBuffer {
             words: [0; STACK_WORDS],
-            last: None,
+            records: [0; STACK_WORDS + 1],
             recent: [const {
                 Recent {
                     hash: 0,
                     n: 0,
                     id: 0,
+                    replayable: false,
+                    depth: 0,
                     words: [0; STACK_WORDS],
+                    records: [0; STACK_WORDS + 1],
                 }
             }; RECENT],
             next: 0,
+            current: RECENT,
+            after: [RECENT; RECENT],
         }
     }
 
-    /// Captures the calling thread's stack (at most `depth` frames) and returns its site id.
-    ///
-    /// A stack equal to the previous capture (the walk compares each address with the buffer's as
-    /// it writes it) or to one of the recent ones reuses its id; any other is interned.
+    /// Captures the calling thread's stack (at most `depth` frames) from `start`, the value of
+    /// [`start_here`](super::capture::start_here) in the function this is inlined into, and
+    /// returns its site id.
     #[inline(always)]
-    pub(crate) fn capture_site(&mut self, depth: usize) -> SiteId {
-        let c = capture_into(&mut self.words[..depth.min(STACK_WORDS)], 0);
-        if let Some((n, id)) = self.last {
-            if c.unchanged && n == c.n {
-                return id;
+    pub(crate) fn capture_site(&mut self, start: usize, depth: usize) -> SiteId {
+        let depth = depth.min(STACK_WORDS);
+        let (Some(out), Some(records)) =
+            (self.words.get_mut(..depth), self.records.get_mut(..=depth))
+        else {
+            return 0;
+        };
+        let c = capture_recorded(start, out, records);
+        let i = self.entry_of(c.n, c.hash);
+        if let Some(r) = self.recent.get_mut(i) {
+            r.replayable = false;
+            if let (true, Some(src), Some(dst)) = (
+                c.recorded,
+                self.records.get(..=c.n),
+                r.records.get_mut(..=c.n),
+            ) {
+                dst.copy_from_slice(src);
+                r.replayable = true;
+                r.depth = depth;
             }
         }
-        let id = self.site_of(c.n, c.hash);
-        self.last = Some((c.n, id));
-        id
+        self.follow(i)
     }
 
-    /// The site id of the stack in `words[..n]`, whose `intern::hash_stack` is `hash`: a recent
-    /// stack's, or the shared table's (and the stack becomes a recent one).
-    fn site_of(&mut self, n: usize, hash: u64) -> SiteId {
+    /// The site id `capture_site(start, depth)` would return, without walking the stack, when
+    /// the stack is the recent one guessed to come next and its frame records show it is still
+    /// there; `None` otherwise (then `capture_site` must run). Neither allocates nor calls out.
+    #[inline(always)]
+    pub(crate) fn replay(&mut self, start: usize, depth: usize) -> Option<SiteId> {
+        let depth = depth.min(STACK_WORDS);
+        let i = *self.after.get(self.current)?;
+        let r = self.recent.get(i)?;
+        if !(r.replayable && r.id != 0 && r.depth == depth && start != 0) {
+            return None;
+        }
+        let (records, words) = (r.records.get(..=r.n)?, r.words.get(..r.n)?);
+        if records.first() != Some(&start) {
+            return None;
+        }
+        // SAFETY: a replayable entry's records and words are what `capture_recorded` wrote on this
+        // thread (the buffer is thread-local) with `recorded` set, and its first record is the
+        // frame this capture starts from.
+        if !unsafe { same_chain(records, words) } {
+            return None;
+        }
+        self.current = i;
+        Some(r.id)
+    }
+
+    /// Makes entry `i` the current one, remembering that it came after the previous one; returns
+    /// its site id.
+    fn follow(&mut self, i: usize) -> SiteId {
+        if let Some(after) = self.after.get_mut(self.current) {
+            *after = i;
+        }
+        self.current = i;
+        self.recent.get(i).map_or(0, |r| r.id)
+    }
+
+    /// The entry of `recent` holding the stack in `words[..n]`, whose `intern::hash_stack` is
+    /// `hash`: a recent stack's, or a new entry (replacing the oldest) with its id from the shared
+    /// table.
+    fn entry_of(&mut self, n: usize, hash: u64) -> usize {
         let stack = self.words.get(..n).unwrap_or(&[]);
-        let found = self.recent.iter().find(|r| {
+        let found = self.recent.iter().position(|r| {
             r.id != 0
                 && r.hash == hash
                 && r.n == n
                 // Every word, without early exit: short stacks, and no call to `bcmp`.
                 && r.words.iter().zip(stack).fold(0, |diff, (a, b)| diff | (a ^ b)) == 0
         });
-        if let Some(r) = found {
-            return r.id;
+        if let Some(i) = found {
+            return i;
         }
         let id = intern_hashed(stack, hash);
-        if let Some(r) = self.recent.get_mut(self.next) {
+        let i = self.next;
+        self.next = (self.next + 1) % RECENT;
+        if let Some(r) = self.recent.get_mut(i) {
             if let Some(dst) = r.words.get_mut(..n) {
                 dst.copy_from_slice(stack);
-                r.hash = hash;
-                r.n = n;
-                r.id = id;
             }
+            r.hash = hash;
+            r.n = n;
+            r.id = id;
+            r.replayable = false;
         }
-        self.next = (self.next + 1) % RECENT;
-        id
+        i
     }
 }
 
@@ -106,11 +183,13 @@ impl StackBuffer {
 mod tests {
     use super::*;
     use crate::callsite::intern::{hash_stack, intern};
+    use std::hint::black_box;
 
     /// Puts `stack` in the buffer as a capture would and returns its site id.
     fn site_for(buf: &mut StackBuffer, stack: &[usize]) -> SiteId {
         buf.words[..stack.len()].copy_from_slice(stack);
-        buf.site_of(stack.len(), hash_stack(stack))
+        let i = buf.entry_of(stack.len(), hash_stack(stack));
+        buf.follow(i)
     }
 
     #[test]
@@ -134,7 +213,8 @@ mod tests {
         let id_a = site_for(&mut buf, &a);
         // The same hash and length as `a`, other words: must not get `a`'s id.
         buf.words[..2].copy_from_slice(&b);
-        assert_ne!(buf.site_of(2, hash_stack(&a)), id_a);
+        let i = buf.entry_of(2, hash_stack(&a));
+        assert_ne!(buf.follow(i), id_a);
     }
 
     #[test]
@@ -144,5 +224,76 @@ mod tests {
         for s in stacks.iter().chain(stacks.iter().rev()) {
             assert_eq!(site_for(&mut buf, s), intern(s));
         }
+    }
+
+    /// The site of a capture made here, and the stack a plain capture from the same frame gives.
+    #[inline(never)]
+    fn capture_in_leaf(buf: &mut StackBuffer, depth: usize) -> (SiteId, Vec<usize>) {
+        let start = start_here();
+        let id = match buf.replay(start, depth) {
+            Some(id) => id,
+            None => buf.capture_site(start, depth),
+        };
+        let mut stack = vec![0; depth];
+        let mut records = vec![0; depth + 1];
+        let c = capture_recorded(start, &mut stack, &mut records);
+        stack.truncate(c.n);
+        (black_box(id), stack)
+    }
+
+    #[inline(never)]
+    fn first_caller(buf: &mut StackBuffer, depth: usize) -> (SiteId, Vec<usize>) {
+        let r = capture_in_leaf(buf, depth);
+        black_box(r)
+    }
+
+    #[inline(never)]
+    fn second_caller(buf: &mut StackBuffer, depth: usize) -> (SiteId, Vec<usize>) {
+        let r = capture_in_leaf(black_box(buf), depth);
+        black_box(r)
+    }
+
+    #[test]
+    fn every_capture_gets_the_site_of_the_stack_a_walk_finds() {
+        // The leaf's own frame record is the same for both callers; the ones further out are
+        // not: replaying the other caller's records must not give its site.
+        let mut buf = StackBuffer::new();
+        // `black_box`: a loop with a known count may be unrolled, giving each round other stacks.
+        for _ in 0..black_box(4) {
+            for caller in [first_caller, second_caller] {
+                let (id, stack) = caller(&mut buf, 32);
+                assert_eq!(id, intern(&stack));
+            }
+        }
+    }
+
+    #[test]
+    fn stacks_taking_turns_are_replayed_once_learnt() {
+        let mut buf = StackBuffer::new();
+        let mut ids = Vec::new();
+        for _ in 0..black_box(5) {
+            ids.push((first_caller(&mut buf, 32).0, second_caller(&mut buf, 32).0));
+        }
+        assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
+        assert_ne!(ids[0].0, ids[0].1);
+        // From the second round on, the guess for each stack is the other one.
+        let current = buf.current;
+        let other = buf.after[current];
+        assert_eq!(buf.after[other], current);
+        assert!(buf.recent[current].replayable && buf.recent[other].replayable);
+    }
+
+    #[test]
+    fn a_capture_of_another_depth_is_not_replayed() {
+        let mut buf = StackBuffer::new();
+        let mut sites = Vec::new();
+        for depth in [32, 2, 32, 2].into_iter().map(black_box) {
+            let (id, stack) = first_caller(&mut buf, depth);
+            assert_eq!(stack.len().min(2), 2);
+            assert_eq!(id, intern(&stack));
+            sites.push(id);
+        }
+        assert_ne!(sites[0], sites[1]);
+        assert_eq!(sites[..2], sites[2..]);
     }
 }

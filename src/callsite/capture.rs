@@ -132,7 +132,7 @@ fn set_chain_end(fp: usize) {
 /// reentrancy guard, so that is not recorded).
 #[inline(never)]
 pub fn capture(out: &mut [usize], skip: usize) -> usize {
-    capture_hashed_here(out, skip).n
+    capture_hashed_here(out, skip).0
 }
 
 /// [`capture`], also returning `intern::hash_stack` of the captured stack, computed during the
@@ -140,8 +140,7 @@ pub fn capture(out: &mut [usize], skip: usize) -> usize {
 /// `intern::intern_hashed`.
 #[inline(never)]
 pub fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
-    let c = capture_hashed_here(out, skip);
-    (c.n, c.hash)
+    capture_hashed_here(out, skip)
 }
 
 /// What a capture found.
@@ -150,60 +149,109 @@ pub struct Captured {
     pub n: usize,
     /// `intern::hash_stack` of them.
     pub hash: u64,
-    /// Whether `out[..n]` already held exactly these addresses before the capture (checked by
-    /// the frame-pointer walk as it writes; `false` whenever the unwinder was used).
-    pub unchanged: bool,
+    /// Whether the frame-pointer walk produced them and wrote the addresses of the frame records
+    /// it read, so that [`same_chain`] can later tell whether the stack is still the same.
+    pub recorded: bool,
 }
 
-/// [`capture_hashed`], also telling whether the buffer already held the same stack: a caller that
-/// remembers what it made of the buffer's last stack can then skip interning it again.
+/// Where a capture inlined into the calling function starts: that function's frame record, or 0
+/// without frame pointers (nothing to record or replay then).
+#[inline(always)]
+pub fn start_here() -> usize {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        if frame_pointers_present() {
+            return fp::current_frame_pointer();
+        }
+    }
+    0
+}
+
+/// The capture of a thread's capture buffer: like [`capture_hashed`] without skipping frames, but
+/// starting from `start`, the value of [`start_here`] in the function this is inlined into (so
+/// the first address lies in that function's caller). When the frame-pointer walk is used, the
+/// address of each frame record it read is written to `records`, which has one more slot than
+/// `out`: after the last record comes the saved frame pointer the walk stopped at. With these,
+/// [`same_chain`] later tells whether a new capture would give the same stack.
+#[inline(always)]
+pub fn capture_recorded(start: usize, out: &mut [usize], records: &mut [usize]) -> Captured {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        if start != 0 && !out.is_empty() {
+            let walk = fp::walk(start, stack_bounds(), out, records, 0, near_top());
+            if walk.complete || (walk.outermost != 0 && walk.outermost == chain_end()) {
+                return Captured {
+                    n: walk.n,
+                    hash: walk.hash,
+                    recorded: walk.recorded,
+                };
+            }
+            UNWOUND.fetch_add(1, Ordering::Relaxed);
+            let (n, hash) = check_with_unwinder(out, 0, &walk);
+            return Captured {
+                n,
+                hash,
+                recorded: false,
+            };
+        }
+    }
+    let _ = records;
+    let (n, hash) = capture_hashed_here(out, 0);
+    Captured {
+        n,
+        hash,
+        recorded: false,
+    }
+}
+
+/// Whether the frame-pointer walk from `records[0]` would now read exactly the frame records it
+/// read when it wrote `records` (`words.len() + 1` of them) and `words`, and so give the same
+/// stack: each record still holds the address of the next (the last: the same saved frame
+/// pointer) and the same return address. Unlike a walk's, these loads do not wait for one another,
+/// so they run side by side: a few cycles where a walk of the same stack waits for one load after
+/// another.
 ///
-/// Inlined into its caller, so the capture starts from the caller's frame: the first address lies
-/// in the function that called the caller. One frame fewer to walk than an out-of-line capture.
+/// # Safety
+/// `records` and `words` must be what [`capture_recorded`] wrote on the calling thread with
+/// `recorded` set, and `records[0]` must be the current [`start_here`] of the calling function:
+/// the records then lie in this thread's stack, at or above the current frame.
 #[inline(always)]
-pub fn capture_into(out: &mut [usize], skip: usize) -> Captured {
-    capture_hashed_here(out, skip)
+pub unsafe fn same_chain(records: &[usize], words: &[usize]) -> bool {
+    let mut diff = 0usize;
+    for (pair, &ret) in records.windows(2).zip(words) {
+        let (at, next) = (pair[0], pair[1]);
+        let record = at as *const usize;
+        // SAFETY: the caller's contract: `at` is a frame record a walk read on this thread, so it
+        // is aligned, its two words lie in this thread's stack (mapped while the thread runs), and
+        // it is at or above the current frame.
+        let (saved, saved_ret) = unsafe { (record.read(), record.add(1).read()) };
+        diff |= (saved ^ next) | (saved_ret ^ ret);
+    }
+    diff == 0
 }
 
-/// The body of the capture functions, inlined into each so that the frame the walk starts from is
-/// theirs.
+/// The body of `capture` and `capture_hashed`, inlined into each so that the frame the walk starts
+/// from is theirs.
 #[inline(always)]
-fn capture_hashed_here(out: &mut [usize], skip: usize) -> Captured {
+fn capture_hashed_here(out: &mut [usize], skip: usize) -> (usize, u64) {
     if out.is_empty() {
-        return Captured {
-            n: 0,
-            hash: hash_stack(&[]),
-            unchanged: false,
-        };
+        return (0, hash_stack(&[]));
     }
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         if frame_pointers_present() {
             let fp = fp::current_frame_pointer();
-            let walk = fp::walk(fp, stack_bounds(), out, skip, near_top());
+            let walk = fp::walk(fp, stack_bounds(), out, &mut [], skip, near_top());
             if walk.complete || (walk.outermost != 0 && walk.outermost == chain_end()) {
-                return Captured {
-                    n: walk.n,
-                    hash: walk.hash,
-                    unchanged: walk.unchanged,
-                };
+                return (walk.n, walk.hash);
             }
             UNWOUND.fetch_add(1, Ordering::Relaxed);
-            let (n, hash) = check_with_unwinder(out, skip, &walk);
-            return Captured {
-                n,
-                hash,
-                unchanged: false,
-            };
+            return check_with_unwinder(out, skip, &walk);
         }
     }
     UNWOUND.fetch_add(1, Ordering::Relaxed);
     let n = capture_unwind_from(out, skip);
-    Captured {
-        n,
-        hash: hash_stack(out.get(..n).unwrap_or(&[])),
-        unchanged: false,
-    }
+    (n, hash_stack(out.get(..n).unwrap_or(&[])))
 }
 
 /// Frames the unwinder sees beyond a complete frame-pointer chain: libc's start routines
@@ -404,55 +452,33 @@ mod fp {
     /// Return addresses below this are never code.
     const MIN_CODE_ADDRESS: usize = 4096;
 
-    // The frame-pointer register is read by a two-instruction assembly function rather than
-    // inline `asm!`: with `-C force-frame-pointers=yes` LLVM still *shrink-wraps* the prologue
+    // The frame-pointer register is read by a two-instruction naked function rather than inline
+    // `asm!`: with `-C force-frame-pointers=yes` LLVM still *shrink-wraps* the prologue
     // (`push rbp; mov rbp, rsp`) into the blocks that need it, so an inline read can run before
     // the function's own frame record exists and see its caller's (observed in release builds of
     // `capture` and the probe). A real call forces the prologue to dominate it, so the value
-    // returned is always the calling function's own frame record.
-    #[cfg(target_arch = "x86_64")]
-    std::arch::global_asm!(
-        ".pushsection .text.heapdelta_v0_1_frame_pointer,\"ax\",@progbits",
-        ".globl heapdelta_v0_1_frame_pointer",
-        ".hidden heapdelta_v0_1_frame_pointer",
-        ".type heapdelta_v0_1_frame_pointer,@function",
-        ".p2align 4",
-        "heapdelta_v0_1_frame_pointer:",
-        ".cfi_startproc",
-        "mov rax, rbp",
-        "ret",
-        ".cfi_endproc",
-        ".size heapdelta_v0_1_frame_pointer, .-heapdelta_v0_1_frame_pointer",
-        ".popsection",
-    );
-    #[cfg(target_arch = "aarch64")]
-    std::arch::global_asm!(
-        ".pushsection .text.heapdelta_v0_1_frame_pointer,\"ax\",%progbits",
-        ".globl heapdelta_v0_1_frame_pointer",
-        ".hidden heapdelta_v0_1_frame_pointer",
-        ".type heapdelta_v0_1_frame_pointer,%function",
-        ".p2align 4",
-        "heapdelta_v0_1_frame_pointer:",
-        ".cfi_startproc",
-        "mov x0, x29",
-        "ret",
-        ".cfi_endproc",
-        ".size heapdelta_v0_1_frame_pointer, .-heapdelta_v0_1_frame_pointer",
-        ".popsection",
-    );
+    // returned is always the calling function's own frame record. (A naked Rust function, unlike
+    // an external assembly symbol, is called directly rather than through the GOT.)
 
-    extern "C" {
-        /// Returns the frame-pointer register as its caller left it (it sets up no frame).
-        fn heapdelta_v0_1_frame_pointer() -> usize;
+    /// Returns the frame-pointer register as its caller left it (it sets up no frame).
+    #[cfg(target_arch = "x86_64")]
+    #[unsafe(naked)]
+    extern "C" fn frame_pointer_register() -> usize {
+        std::arch::naked_asm!("mov rax, rbp", "ret")
+    }
+
+    /// Returns the frame-pointer register as its caller left it (it sets up no frame).
+    #[cfg(target_arch = "aarch64")]
+    #[unsafe(naked)]
+    extern "C" fn frame_pointer_register() -> usize {
+        std::arch::naked_asm!("mov x0, x29", "ret")
     }
 
     /// The calling function's frame pointer: with frame pointers, the address of its own frame
     /// record; without, whatever value the register holds (validated before any use).
     #[inline(always)]
     pub(super) fn current_frame_pointer() -> usize {
-        // SAFETY: the assembly function above only copies a register into the return register
-        // and returns; it reads no memory and follows the C calling convention.
-        unsafe { heapdelta_v0_1_frame_pointer() }
+        frame_pointer_register()
     }
 
     /// Whether a frame record may be read at `fp`: aligned and entirely inside `[low, high)`.
@@ -473,25 +499,26 @@ mod fp {
         pub(super) complete: bool,
         /// Address of the last valid frame record (0 if none).
         pub(super) outermost: usize,
-        /// Every address written equals what `out` held at its place before.
-        pub(super) unchanged: bool,
+        /// The address of every frame record read, then the saved frame pointer the walk stopped
+        /// at, are in `records[..=n]` (see `capture_recorded`).
+        pub(super) recorded: bool,
     }
 
     /// Walks the frame records from `fp`, writing return addresses after the first `skip` into
-    /// `out`.
+    /// `out`, and, when `records` has room for them (one more slot than `out`, with no frames
+    /// skipped), the addresses of the records they were read from.
     #[inline(always)]
     pub(super) fn walk(
         mut fp: usize,
         bounds: (usize, usize),
         out: &mut [usize],
+        records: &mut [usize],
         skip: usize,
         near_top: usize,
     ) -> Walk {
         let mut n = 0usize;
         let mut hash = HASH_SEED;
         let mut last_good = 0usize;
-        // Bits in which some new address differs from the one `out` held at its place.
-        let mut changed = 0usize;
         // Records lie at increasing addresses (checked below), so once the first one is at or
         // above the stack's low end, all are: each step only checks alignment and the high end.
         let high = bounds.1.saturating_sub(2 * std::mem::size_of::<usize>());
@@ -511,23 +538,31 @@ mod fp {
             live = next > fp && readable(next);
             fp = next;
         }
+        let mut recorded = live && skip == 0 && records.len() > out.len();
         // One counter (`n`) for both the loop and the slot: the compiler then keeps no second
         // index or pointer per frame.
         while live && n < out.len() {
             // SAFETY: as above.
             let (next, ret) = unsafe { read_record(fp) };
             if ret < MIN_CODE_ADDRESS {
+                recorded = false;
                 break;
             }
             last_good = fp;
             if let Some(slot) = out.get_mut(n) {
-                changed |= *slot ^ ret;
                 *slot = ret;
+            }
+            if let Some(slot) = records.get_mut(n) {
+                *slot = fp;
             }
             n += 1;
             hash = hash_step(hash, ret);
             live = next > fp && readable(next);
             fp = next;
+        }
+        // After the loop `fp` is the saved frame pointer of the last record read.
+        if let (true, Some(slot)) = (recorded, records.get_mut(n)) {
+            *slot = fp;
         }
         let full = n == out.len();
         let near = last_good != 0 && bounds.1.saturating_sub(last_good) <= near_top;
@@ -536,7 +571,7 @@ mod fp {
             hash: hash_finish(hash, n),
             complete: full || near,
             outermost: last_good,
-            unchanged: changed == 0,
+            recorded: recorded && n > 0,
         }
     }
 
@@ -731,6 +766,7 @@ mod tests {
             fp::current_frame_pointer(),
             stack_bounds(),
             &mut out,
+            &mut [],
             0,
             NEAR_STACK_TOP,
         );
@@ -745,6 +781,7 @@ mod tests {
                 fp::current_frame_pointer(),
                 stack_bounds(),
                 &mut out,
+                &mut [],
                 0,
                 NEAR_STACK_TOP,
             )
@@ -791,7 +828,7 @@ mod tests {
     #[test]
     fn walk_from_a_bogus_frame_pointer_is_empty() {
         let mut out = [0usize; 8];
-        let walk = fp::walk(12345, stack_bounds(), &mut out, 0, NEAR_STACK_TOP);
+        let walk = fp::walk(12345, stack_bounds(), &mut out, &mut [], 0, NEAR_STACK_TOP);
         assert_eq!(walk.n, 0);
         assert!(!walk.complete);
     }

@@ -15,6 +15,7 @@ mod symbols;
 mod typename;
 
 pub(crate) use buffer::{StackBuffer, STACK_WORDS};
+pub(crate) use capture::start_here;
 pub(crate) use intern::SiteId;
 pub(crate) use sampler::{scale, scale_blocks, Sampler};
 pub use site::{Frame, Site};
