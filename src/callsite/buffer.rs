@@ -37,12 +37,15 @@ struct Recent {
     hash: u64,
     n: usize,
     id: SiteId,
-    /// The frame records of the walk that last captured this stack (`records[..=n]`, see
-    /// `capture_recorded`), when `replayable`; only valid for captures of `depth` frames.
+    /// Whether `records` and the saved frame pointers in `frames` are those of the walk that last
+    /// captured this stack, with at most `depth` frames (see `same_chain`).
     replayable: bool,
     depth: usize,
-    words: [usize; STACK_WORDS],
-    records: [usize; STACK_WORDS + 1],
+    /// Per frame, the saved frame pointer read from its frame record and the return address: the
+    /// second words are the stack (`frames[..n]`).
+    frames: [[usize; 2]; STACK_WORDS],
+    /// The addresses of the frame records (`records[..n]`).
+    records: [usize; STACK_WORDS],
 }
 
 /// A thread's capture buffer. `const`-constructible, so it can live in a `const`-initialised
@@ -75,8 +78,8 @@ impl StackBuffer {
                     id: 0,
                     replayable: false,
                     depth: 0,
-                    words: [0; STACK_WORDS],
-                    records: [0; STACK_WORDS + 1],
+                    frames: [[0; 2]; STACK_WORDS],
+                    records: [0; STACK_WORDS],
                 }
             }; RECENT],
             next: 0,
@@ -86,9 +89,10 @@ impl StackBuffer {
     }
 
     /// Captures the calling thread's stack (at most `depth` frames) from `start`, the value of
-    /// [`start_here`](super::capture::start_here) in the function this is inlined into, and
-    /// returns its site id.
-    #[inline(always)]
+    /// [`start_here`](super::capture::start_here) in the function the capture is made for (the
+    /// first address lies in its caller), and returns its site id. Out of line: the walk starts
+    /// from `start` wherever it runs, and the function the replay is inlined into stays small.
+    #[inline(never)]
     pub(crate) fn capture_site(&mut self, start: usize, depth: usize) -> SiteId {
         let depth = depth.min(STACK_WORDS);
         let (Some(out), Some(records)) =
@@ -99,15 +103,21 @@ impl StackBuffer {
         let c = capture_recorded(start, out, records);
         let i = self.entry_of(c.n, c.hash);
         if let Some(r) = self.recent.get_mut(i) {
-            r.replayable = false;
-            if let (true, Some(src), Some(dst)) = (
-                c.recorded,
-                self.records.get(..=c.n),
-                r.records.get_mut(..=c.n),
-            ) {
-                dst.copy_from_slice(src);
-                r.replayable = true;
-                r.depth = depth;
+            r.replayable = c.recorded;
+            r.depth = depth;
+            if c.recorded {
+                // Each record held the address of the next one; the last, where the walk stopped.
+                let saved = self.records.iter().skip(1);
+                for ((frame, record), (&at, &next)) in r
+                    .frames
+                    .iter_mut()
+                    .zip(&mut r.records)
+                    .zip(self.records.iter().zip(saved))
+                    .take(c.n)
+                {
+                    frame[0] = next;
+                    *record = at;
+                }
             }
         }
         self.follow(i)
@@ -124,14 +134,13 @@ impl StackBuffer {
         if !(r.replayable && r.id != 0 && r.depth == depth && start != 0) {
             return None;
         }
-        let (records, words) = (r.records.get(..=r.n)?, r.words.get(..r.n)?);
+        let (records, frames) = (r.records.get(..r.n)?, r.frames.get(..r.n)?);
         if records.first() != Some(&start) {
             return None;
         }
-        // SAFETY: a replayable entry's records and words are what `capture_recorded` wrote on this
-        // thread (the buffer is thread-local) with `recorded` set, and its first record is the
-        // frame this capture starts from.
-        if !unsafe { same_chain(records, words) } {
+        // SAFETY: a replayable entry's records are frame records a walk read on this thread (the
+        // buffer is thread-local), and the first is the frame this capture starts from.
+        if !unsafe { same_chain(records, frames) } {
             return None;
         }
         self.current = i;
@@ -158,7 +167,7 @@ impl StackBuffer {
                 && r.hash == hash
                 && r.n == n
                 // Every word, without early exit: short stacks, and no call to `bcmp`.
-                && r.words.iter().zip(stack).fold(0, |diff, (a, b)| diff | (a ^ b)) == 0
+                && r.frames.iter().zip(stack).fold(0, |diff, (f, w)| diff | (f[1] ^ w)) == 0
         });
         if let Some(i) = found {
             return i;
@@ -167,8 +176,8 @@ impl StackBuffer {
         let i = self.next;
         self.next = (self.next + 1) % RECENT;
         if let Some(r) = self.recent.get_mut(i) {
-            if let Some(dst) = r.words.get_mut(..n) {
-                dst.copy_from_slice(stack);
+            for (frame, &word) in r.frames.iter_mut().zip(stack) {
+                frame[1] = word;
             }
             r.hash = hash;
             r.n = n;

@@ -205,29 +205,29 @@ pub fn capture_recorded(start: usize, out: &mut [usize], records: &mut [usize]) 
 }
 
 /// Whether the frame-pointer walk from `records[0]` would now read exactly the frame records it
-/// read when it wrote `records` (`words.len() + 1` of them) and `words`, and so give the same
-/// stack: each record still holds the address of the next (the last: the same saved frame
-/// pointer) and the same return address. Unlike a walk's, these loads do not wait for one another,
-/// so they run side by side: a few cycles where a walk of the same stack waits for one load after
-/// another.
+/// read at `records` when it wrote `frames`, and so give the same stack: each record still holds
+/// the saved frame pointer (the address of the next record, or for the last one, where the walk
+/// stopped) and the return address in `frames`. Unlike a walk's, these loads do not wait for one
+/// another, so they run side by side: a few cycles where a walk of the same stack waits for one
+/// load after another.
 ///
 /// # Safety
-/// `records` and `words` must be what [`capture_recorded`] wrote on the calling thread with
-/// `recorded` set, and `records[0]` must be the current [`start_here`] of the calling function:
-/// the records then lie in this thread's stack, at or above the current frame.
+/// Every address in `records` must be a frame record that a walk ([`capture_recorded`]) read on
+/// the calling thread, and `records[0]` the current [`start_here`] of the calling function: the
+/// records then lie in this thread's stack, at or above the current frame.
 #[inline(always)]
-pub unsafe fn same_chain(records: &[usize], words: &[usize]) -> bool {
-    let mut diff = 0usize;
-    for (pair, &ret) in records.windows(2).zip(words) {
-        let (at, next) = (pair[0], pair[1]);
-        let record = at as *const usize;
+pub unsafe fn same_chain(records: &[usize], frames: &[[usize; 2]]) -> bool {
+    // Two lanes, one per word of a record, so the compiler can compare a record in one go.
+    let mut diff = [0usize; 2];
+    for (&at, frame) in records.iter().zip(frames) {
         // SAFETY: the caller's contract: `at` is a frame record a walk read on this thread, so it
         // is aligned, its two words lie in this thread's stack (mapped while the thread runs), and
         // it is at or above the current frame.
-        let (saved, saved_ret) = unsafe { (record.read(), record.add(1).read()) };
-        diff |= (saved ^ next) | (saved_ret ^ ret);
+        let record = unsafe { (at as *const [usize; 2]).read() };
+        diff[0] |= record[0] ^ frame[0];
+        diff[1] |= record[1] ^ frame[1];
     }
-    diff == 0
+    diff[0] | diff[1] == 0
 }
 
 /// The body of `capture` and `capture_hashed`, inlined into each so that the frame the walk starts
