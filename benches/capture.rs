@@ -1,11 +1,28 @@
 //! Cost of capturing a call stack (frame-pointer walk), of capture + interning of a known stack,
-//! and of the unwinder fallback, at realistic depths.
+//! and of the unwinder fallback, at realistic depths; and of a `malloc` + `free` through a tracker
+//! with exact call sites from the same place over and over, where the stack is replayed rather
+//! than walked (`callsite/buffer.rs`).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use heapdelta::__internals::{
     capture, capture_hashed, capture_unwind, intern, intern_hashed, unwound_count,
 };
+use heapdelta::Tracker;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+
+/// Exact call sites, 32 frames deep (not installed: called directly).
+static EXACT: Tracker = Tracker::new();
+
+/// One allocation and free of 32 bytes through `a`.
+fn malloc_free<A: GlobalAlloc>(a: &A) {
+    let layout = Layout::new::<[u64; 4]>();
+    // SAFETY: a fresh 32-byte block freed with the same layout.
+    unsafe {
+        let p = a.alloc(layout);
+        a.dealloc(black_box(p), layout);
+    }
+}
 
 /// Calls `f` with `depth` more frames on the stack.
 #[inline(never)]
@@ -68,6 +85,12 @@ fn benches(c: &mut Criterion) {
             );
         });
         nest(extra, &mut || {
+            group.bench_function(
+                BenchmarkId::new("exact tracker malloc+free 32 B, same stack", depth),
+                |b| b.iter(|| malloc_free(&EXACT)),
+            );
+        });
+        nest(extra, &mut || {
             group.bench_function(BenchmarkId::new("unwinder capture", depth), |b| {
                 b.iter(|| {
                     let mut out = [0usize; 32];
@@ -77,14 +100,7 @@ fn benches(c: &mut Criterion) {
         });
     }
     group.bench_function("system malloc+free 32 B", |b| {
-        b.iter(|| {
-            // SAFETY: a fresh 32-byte block freed with the same layout.
-            unsafe {
-                let layout = std::alloc::Layout::from_size_align_unchecked(32, 8);
-                let p = std::alloc::GlobalAlloc::alloc(&std::alloc::System, layout);
-                std::alloc::GlobalAlloc::dealloc(&std::alloc::System, black_box(p), layout);
-            }
-        })
+        b.iter(|| malloc_free(&System))
     });
     group.finish();
     // Criterion measures wall time, which a shared, loaded machine inflates; thread CPU time
@@ -101,9 +117,12 @@ fn benches(c: &mut Criterion) {
                 let (n, hash) = capture_hashed(&mut out, 0);
                 black_box(intern_hashed(&out[..n], hash));
             });
+            let tracked_ns = cpu_ns_per_iteration(iterations, || malloc_free(&EXACT));
+            let system_ns = cpu_ns_per_iteration(iterations, || malloc_free(&System));
             eprintln!(
                 "depth {depth}, thread CPU time: capture {capture_ns:.1} ns, \
-                 capture+intern {interned_ns:.1} ns"
+                 capture+intern {interned_ns:.1} ns; malloc+free 32 B: System {system_ns:.1} ns, \
+                 exact tracker (stack replayed) {tracked_ns:.1} ns"
             );
         });
     }
