@@ -23,7 +23,7 @@
 
 #[cfg(test)]
 use super::capture::start_here;
-use super::capture::{capture_recorded, same_chain};
+use super::capture::{capture_recorded, same_chain, still_chain_end};
 use super::intern::{intern_hashed, SiteId};
 
 /// Most return addresses a capture keeps.
@@ -41,6 +41,8 @@ struct Recent {
     /// captured this stack, with at most `depth` frames (see `same_chain`).
     replayable: bool,
     depth: usize,
+    /// The chain end that walk was trusted for (0: it was complete on its own).
+    trusted_end: usize,
     /// Per frame, the saved frame pointer read from its frame record and the return address: the
     /// second words are the stack (`frames[..n]`).
     frames: [[usize; 2]; STACK_WORDS],
@@ -78,6 +80,7 @@ impl StackBuffer {
                     id: 0,
                     replayable: false,
                     depth: 0,
+                    trusted_end: 0,
                     frames: [[0; 2]; STACK_WORDS],
                     records: [0; STACK_WORDS],
                 }
@@ -105,6 +108,7 @@ impl StackBuffer {
         if let Some(r) = self.recent.get_mut(i) {
             r.replayable = c.recorded;
             r.depth = depth;
+            r.trusted_end = c.trusted_end;
             if c.recorded {
                 // Each record held the address of the next one; the last, where the walk stopped.
                 let saved = self.records.iter().skip(1);
@@ -135,7 +139,9 @@ impl StackBuffer {
             return None;
         }
         let (records, frames) = (r.records.get(..r.n)?, r.frames.get(..r.n)?);
-        if records.first() != Some(&start) {
+        if records.first() != Some(&start)
+            || (r.trusted_end != 0 && !still_chain_end(r.trusted_end))
+        {
             return None;
         }
         // SAFETY: a replayable entry's records are frame records a walk read on this thread (the
@@ -183,6 +189,10 @@ impl StackBuffer {
             r.n = n;
             r.id = id;
             r.replayable = false;
+        }
+        // Until it is known what follows a new stack, the guess is that it repeats (a loop).
+        if let Some(after) = self.after.get_mut(i) {
+            *after = i;
         }
         i
     }
@@ -235,74 +245,121 @@ mod tests {
         }
     }
 
-    /// The site of a capture made here, and the stack a plain capture from the same frame gives.
+    /// What a capture made here gave: whether the stack was replayed, its site, and the stack a
+    /// walk from the same frame finds.
     #[inline(never)]
-    fn capture_in_leaf(buf: &mut StackBuffer, depth: usize) -> (SiteId, Vec<usize>) {
+    fn capture_in_leaf(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
         let start = start_here();
-        let id = match buf.replay(start, depth) {
-            Some(id) => id,
-            None => buf.capture_site(start, depth),
-        };
+        let replayed = buf.replay(start, depth);
+        let id = replayed.unwrap_or_else(|| buf.capture_site(start, depth));
         let mut stack = vec![0; depth];
         let mut records = vec![0; depth + 1];
         let c = capture_recorded(start, &mut stack, &mut records);
         stack.truncate(c.n);
-        (black_box(id), stack)
+        (replayed.is_some(), black_box(id), stack)
     }
 
     #[inline(never)]
-    fn first_caller(buf: &mut StackBuffer, depth: usize) -> (SiteId, Vec<usize>) {
+    fn first_caller(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
         let r = capture_in_leaf(buf, depth);
         black_box(r)
     }
 
     #[inline(never)]
-    fn second_caller(buf: &mut StackBuffer, depth: usize) -> (SiteId, Vec<usize>) {
+    fn second_caller(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
         let r = capture_in_leaf(black_box(buf), depth);
         black_box(r)
     }
 
-    #[test]
-    fn every_capture_gets_the_site_of_the_stack_a_walk_finds() {
-        // The leaf's own frame record is the same for both callers; the ones further out are
-        // not: replaying the other caller's records must not give its site.
-        let mut buf = StackBuffer::new();
-        // `black_box`: a loop with a known count may be unrolled, giving each round other stacks.
-        for _ in 0..black_box(4) {
-            for caller in [first_caller, second_caller] {
-                let (id, stack) = caller(&mut buf, 32);
-                assert_eq!(id, intern(&stack));
-            }
+    type Caller = fn(&mut StackBuffer, usize) -> (bool, SiteId, Vec<usize>);
+
+    /// Captures from `callers` in turn (`depth` frames each), checking that every site is the one
+    /// of the stack a walk finds; returns which captures were replayed.
+    fn captures_match_walks(buf: &mut StackBuffer, callers: &[(Caller, usize)]) -> Vec<bool> {
+        // `black_box`: a loop of a known count may be unrolled, giving each round other stacks.
+        let mut replayed = Vec::new();
+        for &(caller, depth) in black_box(callers) {
+            let (hit, id, stack) = caller(buf, depth);
+            assert_eq!(id, intern(&stack), "depth {depth}");
+            replayed.push(hit);
         }
+        replayed
+    }
+
+    #[test]
+    fn a_stack_that_follows_the_same_one_again_is_replayed() {
+        let mut buf = StackBuffer::new();
+        let f: Caller = first_caller;
+        let replayed = captures_match_walks(&mut buf, &[(f, 32); 4]);
+        assert_eq!(replayed, [false, true, true, true]);
     }
 
     #[test]
     fn stacks_taking_turns_are_replayed_once_learnt() {
         let mut buf = StackBuffer::new();
-        let mut ids = Vec::new();
-        for _ in 0..black_box(5) {
-            ids.push((first_caller(&mut buf, 32).0, second_caller(&mut buf, 32).0));
-        }
-        assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
-        assert_ne!(ids[0].0, ids[0].1);
-        // From the second round on, the guess for each stack is the other one.
-        let current = buf.current;
-        let other = buf.after[current];
-        assert_eq!(buf.after[other], current);
-        assert!(buf.recent[current].replayable && buf.recent[other].replayable);
+        let (f, s): (Caller, Caller) = (first_caller, second_caller);
+        let replayed =
+            captures_match_walks(&mut buf, &[(f, 32), (s, 32), (f, 32), (s, 32), (f, 32)]);
+        // The leaf's own frame record is the same for both callers; the ones further out are not.
+        assert_eq!(replayed, [false, false, false, true, true]);
+    }
+
+    #[test]
+    fn a_wrong_guess_is_not_replayed() {
+        // The guess after `first` is `second` and the other way round; breaking the turns makes
+        // each guess wrong once, and the frame records further out tell.
+        let mut buf = StackBuffer::new();
+        let (f, s): (Caller, Caller) = (first_caller, second_caller);
+        let order = [
+            (f, 32),
+            (s, 32),
+            (f, 32),
+            (s, 32),
+            (f, 32),
+            (f, 32),
+            (s, 32),
+            (s, 32),
+        ];
+        let replayed = captures_match_walks(&mut buf, &order);
+        assert_eq!(
+            replayed,
+            [false, false, false, true, true, false, false, false]
+        );
     }
 
     #[test]
     fn a_capture_of_another_depth_is_not_replayed() {
         let mut buf = StackBuffer::new();
-        let mut sites = Vec::new();
-        for depth in [32, 2, 32, 2].into_iter().map(black_box) {
-            let (id, stack) = first_caller(&mut buf, depth);
-            assert_eq!(stack.len().min(2), 2);
-            assert_eq!(id, intern(&stack));
-            sites.push(id);
-        }
-        assert_ne!(sites[0], sites[1]);
-        assert_eq!(sites[..2], sites[2..]);
+        let f: Caller = first_caller;
+        // The third capture starts from the same frame as the second, on the same chain: only the
+        // depth differs.
+        let depths = [(f, 32), (f, 32), (f, 2), (f, 2), (f, 32)];
+        let replayed = captures_match_walks(&mut buf, &depths);
+        assert_eq!(replayed, [false, true, false, true, false]);
+    }
+
+    #[test]
+    fn a_chain_trusted_for_where_it_ends_is_replayed_only_while_that_end_is_known() {
+        use super::super::capture::{set_chain_end, TEST_NEAR_TOP};
+        let replayed = std::thread::spawn(|| {
+            // Every chain now looks like it ends too far from the stack top.
+            TEST_NEAR_TOP.with(|near| near.set(0));
+            let mut buf = StackBuffer::new();
+            let f: Caller = first_caller;
+            let mut replayed = Vec::new();
+            for forget in [false, false, false, true].into_iter().map(black_box) {
+                if forget {
+                    set_chain_end(0);
+                }
+                replayed.extend(captures_match_walks(&mut buf, &[(f, 32)]));
+            }
+            replayed
+        })
+        .join()
+        .unwrap();
+        // The first capture is checked with the unwinder, which agrees with the walk (its site is
+        // the walk's, checked above) and makes the chain's end known; the second walk is trusted
+        // for ending there, and the third replayed; once the end is forgotten, the stack is not.
+        assert_eq!(replayed, [false, false, true, false]);
     }
 }

@@ -96,7 +96,7 @@ thread_local! {
 #[cfg(test)]
 thread_local! {
     /// Tests lower this to make healthy chains look broken.
-    static TEST_NEAR_TOP: Cell<usize> = const { Cell::new(NEAR_STACK_TOP) };
+    pub(crate) static TEST_NEAR_TOP: Cell<usize> = const { Cell::new(NEAR_STACK_TOP) };
 }
 
 #[cfg(not(test))]
@@ -115,7 +115,7 @@ fn chain_end() -> usize {
     CHAIN_END.try_with(Cell::get).unwrap_or(0)
 }
 
-fn set_chain_end(fp: usize) {
+pub(crate) fn set_chain_end(fp: usize) {
     let _ = CHAIN_END.try_with(|cell| cell.set(fp));
 }
 
@@ -152,6 +152,9 @@ pub struct Captured {
     /// Whether the frame-pointer walk produced them and wrote the addresses of the frame records
     /// it read, so that [`same_chain`] can later tell whether the stack is still the same.
     pub recorded: bool,
+    /// With `recorded`: 0 when the walk was complete on its own; otherwise it was trusted because
+    /// it ended at the thread's known chain end, this frame record (see [`still_chain_end`]).
+    pub trusted_end: usize,
 }
 
 /// Where a capture inlined into the calling function starts: that function's frame record, or 0
@@ -167,41 +170,58 @@ pub fn start_here() -> usize {
     0
 }
 
-/// The capture of a thread's capture buffer: like [`capture_hashed`] without skipping frames, but
-/// starting from `start`, the value of [`start_here`] in the function this is inlined into (so
-/// the first address lies in that function's caller). When the frame-pointer walk is used, the
-/// address of each frame record it read is written to `records`, which has one more slot than
-/// `out`: after the last record comes the saved frame pointer the walk stopped at. With these,
-/// [`same_chain`] later tells whether a new capture would give the same stack.
+/// The capture of a thread's capture buffer: the stack from `start`, the value of [`start_here`]
+/// in the function the capture is made for (the first address lies in that function's caller).
+/// Must be inlined into a function that function calls directly: the unwinder fallbacks drop the
+/// frames up to and including that one. When the frame-pointer walk is used, the address of each
+/// frame record it read is written to `records`, which has one more slot than `out`: after the
+/// last record comes the saved frame pointer the walk stopped at. With these, [`same_chain`]
+/// later tells whether a new capture would give the same stack.
 #[inline(always)]
 pub fn capture_recorded(start: usize, out: &mut [usize], records: &mut [usize]) -> Captured {
+    /// The unwinder starts in the function this is inlined into; its caller's frame is `start`.
+    const CALLER: usize = 1;
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         if start != 0 && !out.is_empty() {
             let walk = fp::walk(start, stack_bounds(), out, records, 0, near_top());
+            let trusted_end = match walk.complete {
+                true => 0,
+                false => walk.outermost,
+            };
             if walk.complete || (walk.outermost != 0 && walk.outermost == chain_end()) {
                 return Captured {
                     n: walk.n,
                     hash: walk.hash,
                     recorded: walk.recorded,
+                    trusted_end,
                 };
             }
             UNWOUND.fetch_add(1, Ordering::Relaxed);
-            let (n, hash) = check_with_unwinder(out, 0, &walk);
+            let (n, hash) = check_with_unwinder(out, CALLER, &walk);
             return Captured {
                 n,
                 hash,
                 recorded: false,
+                trusted_end: 0,
             };
         }
     }
     let _ = records;
-    let (n, hash) = capture_hashed_here(out, 0);
+    let (n, hash) = capture_hashed_here(out, CALLER);
     Captured {
         n,
         hash,
         recorded: false,
+        trusted_end: 0,
     }
+}
+
+/// Whether `record` is still the thread's known chain end (see the module docs), so that a walk
+/// trusted for ending there still would be.
+#[inline]
+pub fn still_chain_end(record: usize) -> bool {
+    record != 0 && chain_end() == record
 }
 
 /// Whether the frame-pointer walk from `records[0]` would now read exactly the frame records it
@@ -214,7 +234,10 @@ pub fn capture_recorded(start: usize, out: &mut [usize], records: &mut [usize]) 
 /// # Safety
 /// Every address in `records` must be a frame record that a walk ([`capture_recorded`]) read on
 /// the calling thread, and `records[0]` the current [`start_here`] of the calling function: the
-/// records then lie in this thread's stack, at or above the current frame.
+/// records then lie in this thread's stack, at or above the current frame. (Unlike a walk, this
+/// reads every record even past one that differs; they all lie between the current frame and the
+/// top of the stack the walk checked them against. A program that switches stacks inside the
+/// thread's own stack mapping, and unmaps part of it, is beyond what either can check.)
 #[inline(always)]
 pub unsafe fn same_chain(records: &[usize], frames: &[[usize; 2]]) -> bool {
     // Two lanes, one per word of a record, so the compiler can compare a record in one go.
