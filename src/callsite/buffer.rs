@@ -276,9 +276,23 @@ mod tests {
     /// Captures from `callers` in turn (`depth` frames each), checking that every site is the one
     /// of the stack a walk finds; returns which captures were replayed.
     fn captures_match_walks(buf: &mut StackBuffer, callers: &[(Caller, usize)]) -> Vec<bool> {
-        // `black_box`: a loop of a known count may be unrolled, giving each round other stacks.
+        let steps: Vec<_> = callers.iter().map(|&(c, d)| (c, d, false)).collect();
+        captures_with_forgetting(buf, &steps)
+    }
+
+    /// `captures_match_walks`, where a step may first forget the thread's known chain end. One
+    /// loop, out of line and over a slice of unknown length, so that every capture is made from
+    /// the same place (an unrolled loop would give each its own stack).
+    #[inline(never)]
+    fn captures_with_forgetting(
+        buf: &mut StackBuffer,
+        steps: &[(Caller, usize, bool)],
+    ) -> Vec<bool> {
         let mut replayed = Vec::new();
-        for &(caller, depth) in black_box(callers) {
+        for &(caller, depth, forget) in black_box(steps) {
+            if forget {
+                super::super::capture::set_chain_end(0);
+            }
             let (hit, id, stack) = caller(buf, depth);
             assert_eq!(id, intern(&stack), "depth {depth}");
             replayed.push(hit);
@@ -340,20 +354,19 @@ mod tests {
 
     #[test]
     fn a_chain_trusted_for_where_it_ends_is_replayed_only_while_that_end_is_known() {
-        use super::super::capture::{set_chain_end, TEST_NEAR_TOP};
+        use super::super::capture::TEST_NEAR_TOP;
         let replayed = std::thread::spawn(|| {
             // Every chain now looks like it ends too far from the stack top.
             TEST_NEAR_TOP.with(|near| near.set(0));
             let mut buf = StackBuffer::new();
             let f: Caller = first_caller;
-            let mut replayed = Vec::new();
-            for forget in [false, false, false, true].into_iter().map(black_box) {
-                if forget {
-                    set_chain_end(0);
-                }
-                replayed.extend(captures_match_walks(&mut buf, &[(f, 32)]));
-            }
-            replayed
+            let steps = [
+                (f, 32, false),
+                (f, 32, false),
+                (f, 32, false),
+                (f, 32, true),
+            ];
+            captures_with_forgetting(&mut buf, &steps)
         })
         .join()
         .unwrap();
