@@ -65,6 +65,10 @@ pub(crate) struct StackBuffer {
     /// For each entry, the entry whose stack was captured right after it the last time (`RECENT`:
     /// none): the guess that `replay` checks.
     after: [usize; RECENT],
+    /// For each entry, whether the same entry followed it the last two times: `replay` only
+    /// checks a guess that held before, so allocations from places in no particular order do not
+    /// pay for checks that fail.
+    sure: [bool; RECENT],
 }
 
 impl StackBuffer {
@@ -88,6 +92,7 @@ impl StackBuffer {
             next: 0,
             current: RECENT,
             after: [RECENT; RECENT],
+            sure: [false; RECENT],
         }
     }
 
@@ -104,8 +109,13 @@ impl StackBuffer {
             return 0;
         };
         let c = capture_recorded(start, out, records);
-        let i = self.entry_of(c.n, c.hash);
-        if let Some(r) = self.recent.get_mut(i) {
+        let (i, seen) = self.entry_of(c.n, c.hash);
+        // A stack is made replayable when it comes again after the same stack as the time before,
+        // as the guess will be checked once it holds twice: copying the records of a stack in no
+        // particular order, or one that never comes back (a program allocating from more places
+        // than there are entries), would only cost.
+        let again = seen && self.after.get(self.current) == Some(&i);
+        if let (true, Some(r)) = (again, self.recent.get_mut(i)) {
             r.replayable = c.recorded;
             r.depth = depth;
             r.trusted_end = c.trusted_end;
@@ -133,6 +143,9 @@ impl StackBuffer {
     #[inline(always)]
     pub(crate) fn replay(&mut self, start: usize, depth: usize) -> Option<SiteId> {
         let depth = depth.min(STACK_WORDS);
+        if !self.sure.get(self.current).copied().unwrap_or(false) {
+            return None;
+        }
         let i = *self.after.get(self.current)?;
         let r = self.recent.get(i)?;
         if !(r.replayable && r.id != 0 && r.depth == depth && start != 0) {
@@ -156,7 +169,11 @@ impl StackBuffer {
     /// Makes entry `i` the current one, remembering that it came after the previous one; returns
     /// its site id.
     fn follow(&mut self, i: usize) -> SiteId {
-        if let Some(after) = self.after.get_mut(self.current) {
+        if let (Some(after), Some(sure)) = (
+            self.after.get_mut(self.current),
+            self.sure.get_mut(self.current),
+        ) {
+            *sure = *after == i;
             *after = i;
         }
         self.current = i;
@@ -164,9 +181,9 @@ impl StackBuffer {
     }
 
     /// The entry of `recent` holding the stack in `words[..n]`, whose `intern::hash_stack` is
-    /// `hash`: a recent stack's, or a new entry (replacing the oldest) with its id from the shared
-    /// table.
-    fn entry_of(&mut self, n: usize, hash: u64) -> usize {
+    /// `hash`, and whether it was there already; otherwise a new entry (replacing the oldest)
+    /// with its id from the shared table, not replayable.
+    fn entry_of(&mut self, n: usize, hash: u64) -> (usize, bool) {
         let stack = self.words.get(..n).unwrap_or(&[]);
         let found = self.recent.iter().position(|r| {
             r.id != 0
@@ -176,7 +193,7 @@ impl StackBuffer {
                 && r.frames.iter().zip(stack).fold(0, |diff, (f, w)| diff | (f[1] ^ w)) == 0
         });
         if let Some(i) = found {
-            return i;
+            return (i, true);
         }
         let id = intern_hashed(stack, hash);
         let i = self.next;
@@ -191,10 +208,11 @@ impl StackBuffer {
             r.replayable = false;
         }
         // Until it is known what follows a new stack, the guess is that it repeats (a loop).
-        if let Some(after) = self.after.get_mut(i) {
+        if let (Some(after), Some(sure)) = (self.after.get_mut(i), self.sure.get_mut(i)) {
             *after = i;
+            *sure = false;
         }
-        i
+        (i, false)
     }
 }
 
@@ -207,7 +225,7 @@ mod tests {
     /// Puts `stack` in the buffer as a capture would and returns its site id.
     fn site_for(buf: &mut StackBuffer, stack: &[usize]) -> SiteId {
         buf.words[..stack.len()].copy_from_slice(stack);
-        let i = buf.entry_of(stack.len(), hash_stack(stack));
+        let (i, _) = buf.entry_of(stack.len(), hash_stack(stack));
         buf.follow(i)
     }
 
@@ -232,7 +250,8 @@ mod tests {
         let id_a = site_for(&mut buf, &a);
         // The same hash and length as `a`, other words: must not get `a`'s id.
         buf.words[..2].copy_from_slice(&b);
-        let i = buf.entry_of(2, hash_stack(&a));
+        let (i, seen) = buf.entry_of(2, hash_stack(&a));
+        assert!(!seen);
         assert_ne!(buf.follow(i), id_a);
     }
 
@@ -304,40 +323,51 @@ mod tests {
     fn a_stack_that_follows_the_same_one_again_is_replayed() {
         let mut buf = StackBuffer::new();
         let f: Caller = first_caller;
+        // Made replayable when seen the second time.
         let replayed = captures_match_walks(&mut buf, &[(f, 32); 4]);
-        assert_eq!(replayed, [false, true, true, true]);
+        assert_eq!(replayed, [false, false, true, true]);
     }
 
     #[test]
     fn stacks_taking_turns_are_replayed_once_learnt() {
         let mut buf = StackBuffer::new();
         let (f, s): (Caller, Caller) = (first_caller, second_caller);
-        let replayed =
-            captures_match_walks(&mut buf, &[(f, 32), (s, 32), (f, 32), (s, 32), (f, 32)]);
+        let turns = [
+            (f, 32),
+            (s, 32),
+            (f, 32),
+            (s, 32),
+            (f, 32),
+            (s, 32),
+            (f, 32),
+        ];
+        let replayed = captures_match_walks(&mut buf, &turns);
         // The leaf's own frame record is the same for both callers; the ones further out are not.
-        assert_eq!(replayed, [false, false, false, true, true]);
+        // A stack is replayable once seen twice, and a guess is checked once it held twice.
+        assert_eq!(replayed, [false, false, false, false, false, true, true]);
     }
 
     #[test]
     fn a_wrong_guess_is_not_replayed() {
-        // The guess after `first` is `second` and the other way round; breaking the turns makes
-        // each guess wrong once, and the frame records further out tell.
+        // Once the turns are learnt, the guess after `first` is `second` and the other way round;
+        // breaking the turns makes a guess wrong, and the frame records further out tell.
         let mut buf = StackBuffer::new();
         let (f, s): (Caller, Caller) = (first_caller, second_caller);
-        let order = [
+        let mut order = vec![
             (f, 32),
             (s, 32),
             (f, 32),
             (s, 32),
             (f, 32),
+            (s, 32),
             (f, 32),
-            (s, 32),
-            (s, 32),
         ];
+        order.extend([(f, 32), (s, 32), (s, 32)]);
         let replayed = captures_match_walks(&mut buf, &order);
+        // The eighth and tenth captures are made where the guess is wrong.
         assert_eq!(
             replayed,
-            [false, false, false, true, true, false, false, false]
+            [false, false, false, false, false, true, true, false, false, false]
         );
     }
 
@@ -345,11 +375,11 @@ mod tests {
     fn a_capture_of_another_depth_is_not_replayed() {
         let mut buf = StackBuffer::new();
         let f: Caller = first_caller;
-        // The third capture starts from the same frame as the second, on the same chain: only the
+        // The fourth capture starts from the same frame as the third, on the same chain: only the
         // depth differs.
-        let depths = [(f, 32), (f, 32), (f, 2), (f, 2), (f, 32)];
+        let depths = [(f, 32), (f, 32), (f, 32), (f, 2), (f, 2), (f, 2), (f, 32)];
         let replayed = captures_match_walks(&mut buf, &depths);
-        assert_eq!(replayed, [false, true, false, true, false]);
+        assert_eq!(replayed, [false, false, true, false, false, true, false]);
     }
 
     #[test]
