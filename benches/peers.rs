@@ -19,7 +19,7 @@ mod churn;
 mod handle;
 #[path = "common/paired.rs"]
 mod paired;
-use churn::{timed_churn, timed_three_sites, two_threads};
+use churn::{timed_churn, timed_eight_sites, timed_three_sites, two_threads};
 
 #[global_allocator]
 static DHAT: dhat::Alloc = dhat::Alloc;
@@ -58,6 +58,16 @@ fn main() {
         "small_churn_3sites",
         ROUNDS,
         &contenders!(|a| timed_three_sites(a, 50_000)),
+    );
+    paired::print_ratios(
+        "small_churn_8sites",
+        ROUNDS,
+        &contenders!(|a| timed_eight_sites(a, 50_000, false)),
+    );
+    paired::print_ratios(
+        "small_churn_8sites_random",
+        ROUNDS,
+        &contenders!(|a| timed_eight_sites(a, 50_000, true)),
     );
     paired::print_ratios(
         "mixed_churn",

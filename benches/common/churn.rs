@@ -4,7 +4,9 @@
 //! - `mixed_churn`: the same with sizes log-uniform over 8 B–64 KiB;
 //! - `small_churn_2t`: `small_churn` on two threads at once;
 //! - `small_churn_3sites`: `small_churn` with the allocations made from three functions in turn,
-//!   so exact call sites never see the same stack twice in a row, as in most programs.
+//!   so exact call sites never see the same stack twice in a row, as in most programs;
+//! - `small_churn_8sites`, `small_churn_8sites_random`: from eight functions, in turn or in no
+//!   particular order: more places than a thread's capture buffer remembers (four).
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::hint::black_box;
@@ -68,6 +70,19 @@ impl Churn {
     /// are), so no capture finds the stack of the one before.
     pub fn run_three_sites<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
         self.run_with(a, ops, alloc_at_three_sites::<A>);
+    }
+
+    /// `run`, with the allocations made from eight call sites, in turn or (`random`) in an order
+    /// without a pattern.
+    pub fn run_eight_sites<A: GlobalAlloc>(&mut self, a: &A, ops: u64, random: bool) {
+        if random {
+            // A multiplicative hash of the operation's number: the same order in every run.
+            self.run_with(a, ops, |a, l, op| {
+                alloc_at_eight_sites(a, l, op.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 61)
+            });
+        } else {
+            self.run_with(a, ops, alloc_at_eight_sites::<A>);
+        }
     }
 
     /// `ops` operations, each freeing a random live block and allocating its replacement with
@@ -137,6 +152,29 @@ fn alloc_at_third_site<A: GlobalAlloc>(a: &A, l: Layout) -> *mut u8 {
     black_box(unsafe { a.alloc(l) })
 }
 
+/// Allocates from the `pick % 8`th of eight functions.
+#[inline(always)]
+fn alloc_at_eight_sites<A: GlobalAlloc>(a: &A, l: Layout, pick: u64) -> *mut u8 {
+    match pick % 8 {
+        0 => alloc_at_site::<A, 0>(a, l),
+        1 => alloc_at_site::<A, 1>(a, l),
+        2 => alloc_at_site::<A, 2>(a, l),
+        3 => alloc_at_site::<A, 3>(a, l),
+        4 => alloc_at_site::<A, 4>(a, l),
+        5 => alloc_at_site::<A, 5>(a, l),
+        6 => alloc_at_site::<A, 6>(a, l),
+        _ => alloc_at_site::<A, 7>(a, l),
+    }
+}
+
+/// One of eight call sites (`K` keeps their code apart, so none is merged with another).
+#[inline(never)]
+fn alloc_at_site<A: GlobalAlloc, const K: usize>(a: &A, l: Layout) -> *mut u8 {
+    black_box(K);
+    // SAFETY: non-zero size.
+    black_box(unsafe { a.alloc(l) })
+}
+
 /// `small_churn` on two threads at once, `iters * OPS` operations each.
 pub fn two_threads<A: GlobalAlloc + Sync>(a: &'static A, iters: u64) -> Duration {
     let start = Instant::now();
@@ -158,6 +196,16 @@ pub fn timed_churn<A: GlobalAlloc>(a: &A, log_sizes: bool, ops: u64) -> Duration
     let mut c = Churn::new(a, log_sizes, 42);
     let start = Instant::now();
     c.run(a, ops);
+    let t = start.elapsed();
+    c.free_all(a);
+    t
+}
+
+/// One timed run of `small_churn_8sites` (`small_churn_8sites_random` with `random`) on `a`.
+pub fn timed_eight_sites<A: GlobalAlloc>(a: &A, ops: u64, random: bool) -> Duration {
+    let mut c = Churn::new(a, false, 42);
+    let start = Instant::now();
+    c.run_eight_sites(a, ops, random);
     let t = start.elapsed();
     c.free_all(a);
     t
