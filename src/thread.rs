@@ -44,8 +44,10 @@ struct State {
     /// `Ctx::sample` and `fast_alloc`) or while the thread claims its slot, none of which
     /// allocates or re-enters.
     sampler: UnsafeCell<Sampler>,
-    /// The call site being captured (used only while `busy` is set).
-    stack: UnsafeCell<StackBuffer>,
+    /// The thread's capture buffer (used only while `busy` is set): allocated from the system
+    /// allocator on the thread's first capture, so that threads that never capture a call site do
+    /// not carry its 7 KiB; freed when the thread exits. Null until then, and after.
+    stack: Cell<*mut StackBuffer>,
 }
 
 thread_local! {
@@ -61,7 +63,7 @@ thread_local! {
             limit: Cell::new(0),
             tag: Cell::new(0),
             sampler: UnsafeCell::new(Sampler::new(0)),
-            stack: UnsafeCell::new(StackBuffer::new()),
+            stack: Cell::new(ptr::null_mut()),
         }
     };
     /// Owns the thread's slot; its destructor gives the slot back when the thread exits.
@@ -139,6 +141,9 @@ impl Drop for Owner {
         let _ = STATE.try_with(|st| {
             st.with_pending(stats::flush);
             stats::release(st.index.replace(0));
+            // SAFETY: the buffer is this thread's, from `StackBuffer::allocate`, and not borrowed:
+            // a thread-local destructor does not run inside heapdelta's code on this thread.
+            unsafe { StackBuffer::free(st.stack.replace(ptr::null_mut())) };
             st.slot.set(stats::shared_slot());
             st.direct.set(ptr::null());
             st.fast.set(ptr::null());
@@ -226,10 +231,11 @@ impl State {
             return 0;
         }
         let start = start_here();
-        // SAFETY: the buffer is only borrowed while `busy` is set, by this call; a nested call on
-        // this thread sees `busy` and returns above, and no other thread can reach this
-        // thread-local.
-        if let Some(id) = unsafe { &mut *self.stack.get() }.replay(start, depth) {
+        let buffer = self.stack.get();
+        // SAFETY: a non-null `stack` is this thread's own buffer (from `StackBuffer::allocate`),
+        // only borrowed while `busy` is set, by this call; a nested call on this thread sees
+        // `busy` and returns above, and no other thread can reach this thread-local.
+        if let Some(id) = unsafe { buffer.as_mut() }.and_then(|b| b.replay(start, depth)) {
             // The replay neither allocates nor calls out: nothing ran that the guard must hide.
             self.busy.set(false);
             return id;
@@ -244,7 +250,25 @@ impl State {
             fast: self.fast.replace(ptr::null()),
         };
         // SAFETY: as above.
-        unsafe { &mut *self.stack.get() }.capture_site(start, depth)
+        match unsafe { buffer.as_mut() } {
+            Some(b) => b.capture_site(start, depth),
+            None => self.capture_with_new_buffer(start, depth),
+        }
+    }
+
+    /// `capture_site` on the thread's first capture: allocates its buffer, unless the thread
+    /// has no slot of its own (it is exiting, or started too late to register its destructor),
+    /// which would leak it; such captures record no site.
+    #[cold]
+    #[inline(never)]
+    fn capture_with_new_buffer(&self, start: usize, depth: usize) -> u32 {
+        if self.index.get() == 0 {
+            return 0;
+        }
+        let buffer = StackBuffer::allocate();
+        self.stack.set(buffer);
+        // SAFETY: a fresh buffer of this thread's (or null), borrowed while `busy` is set.
+        unsafe { buffer.as_mut() }.map_or(0, |b| b.capture_site(start, depth))
     }
 }
 

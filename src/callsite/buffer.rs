@@ -25,6 +25,17 @@
 use super::capture::start_here;
 use super::capture::{capture_recorded, same_chain, still_chain_end};
 use super::intern::{intern_hashed, SiteId};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Capture buffers allocated and not yet given back (one per thread that captured a site and has
+/// not exited).
+static LIVE_BUFFERS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many threads' capture buffers are allocated now.
+pub fn live_buffers() -> usize {
+    LIVE_BUFFERS.load(Ordering::Relaxed)
+}
 
 /// Most return addresses a capture keeps.
 pub(crate) const STACK_WORDS: usize = 64;
@@ -50,8 +61,7 @@ struct Recent {
     records: [usize; STACK_WORDS],
 }
 
-/// A thread's capture buffer. `const`-constructible, so it can live in a `const`-initialised
-/// thread-local.
+/// A thread's capture buffer, about 7 KiB, allocated on the thread's first capture (`allocate`).
 pub(crate) struct StackBuffer {
     /// Return addresses of the capture in progress.
     words: [usize; STACK_WORDS],
@@ -93,6 +103,32 @@ impl StackBuffer {
             current: RECENT,
             after: [RECENT; RECENT],
             sure: [false; RECENT],
+        }
+    }
+
+    /// A new buffer from the system allocator (heapdelta runs inside the global allocator, which
+    /// it must not call), or null when that fails. Give it back with `free`.
+    pub(crate) fn allocate() -> *mut StackBuffer {
+        let layout = Layout::new::<StackBuffer>();
+        // SAFETY: the layout has a non-zero size.
+        let buffer = unsafe { System.alloc(layout) }.cast::<StackBuffer>();
+        if !buffer.is_null() {
+            // SAFETY: `buffer` is a fresh block of the buffer's layout.
+            unsafe { buffer.write(StackBuffer::new()) };
+            LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
+        }
+        buffer
+    }
+
+    /// Gives back a buffer from `allocate` (null: nothing to do).
+    ///
+    /// # Safety
+    /// `buffer` must be null or come from `allocate`, and not be used afterwards.
+    pub(crate) unsafe fn free(buffer: *mut StackBuffer) {
+        if !buffer.is_null() {
+            // SAFETY: the caller's contract: `allocate` got it from `System` with this layout.
+            unsafe { System.dealloc(buffer.cast(), Layout::new::<StackBuffer>()) };
+            LIVE_BUFFERS.fetch_sub(1, Ordering::Relaxed);
         }
     }
 

@@ -25,6 +25,7 @@ pub(crate) use symbols::resolve;
 /// Re-exports rather than wrappers: a wrapper would add a frame to every capture.
 #[doc(hidden)]
 pub mod internals {
+    pub use super::buffer::live_buffers;
     pub use super::capture::{capture, capture_hashed, capture_unwind, unwound_count};
     pub use super::intern::{intern, intern_hashed};
     pub use super::symbols::resolve;
