@@ -2,7 +2,7 @@
 //!
 //! Workloads (`common/churn.rs`, the same code for every allocator): `small_churn`,
 //! `mixed_churn`, `small_churn_2t`, and, in the ratio table only, `small_churn_3sites`,
-//! `small_churn_8sites`, `small_churn_8sites_random` and `small_churn_scope` (sites off, with the
+//! `small_churn_8sites`, `small_churn_16sites_random` and `small_churn_scope` (sites off, with the
 //! churn run inside a `heapdelta::scope`).
 //!
 //! Allocators: `System`; two counter-only peers in the ratio table, `cap` (one global atomic: the
@@ -26,7 +26,7 @@ mod churn;
 mod handle;
 #[path = "common/paired.rs"]
 mod paired;
-use churn::{timed_churn, timed_eight_sites, timed_three_sites, two_threads, Churn, OPS};
+use churn::{timed_churn, timed_many_sites, timed_three_sites, two_threads, Churn, OPS};
 use heapdelta::{CallSites, Pool, Tracker};
 
 static OFF: Tracker = Tracker::new().call_sites(CallSites::Off);
@@ -128,12 +128,12 @@ fn paired_ratios() {
     paired::print_ratios(
         "small_churn_8sites",
         ROUNDS,
-        &contenders!(|a| timed_eight_sites(a, 200_000, false)),
+        &contenders!(|a| timed_many_sites(a, 200_000, false)),
     );
     paired::print_ratios(
-        "small_churn_8sites_random",
+        "small_churn_16sites_random",
         ROUNDS,
-        &contenders!(|a| timed_eight_sites(a, 200_000, true)),
+        &contenders!(|a| timed_many_sites(a, 200_000, true)),
     );
     paired::print_ratios(
         "small_churn_2t",

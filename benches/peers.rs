@@ -19,7 +19,7 @@ mod churn;
 mod handle;
 #[path = "common/paired.rs"]
 mod paired;
-use churn::{timed_churn, timed_eight_sites, timed_three_sites, two_threads};
+use churn::{timed_churn, timed_many_sites, timed_three_sites, two_threads};
 
 #[global_allocator]
 static DHAT: dhat::Alloc = dhat::Alloc;
@@ -62,12 +62,12 @@ fn main() {
     paired::print_ratios(
         "small_churn_8sites",
         ROUNDS,
-        &contenders!(|a| timed_eight_sites(a, 50_000, false)),
+        &contenders!(|a| timed_many_sites(a, 50_000, false)),
     );
     paired::print_ratios(
-        "small_churn_8sites_random",
+        "small_churn_16sites_random",
         ROUNDS,
-        &contenders!(|a| timed_eight_sites(a, 50_000, true)),
+        &contenders!(|a| timed_many_sites(a, 50_000, true)),
     );
     paired::print_ratios(
         "mixed_churn",

@@ -46,7 +46,7 @@ struct State {
     sampler: UnsafeCell<Sampler>,
     /// The thread's capture buffer (used only while `busy` is set): allocated from the system
     /// allocator on the thread's first capture, so that threads that never capture a call site do
-    /// not carry its 7 KiB; freed when the thread exits. Null until then, and after.
+    /// not carry its 14 KiB; freed when the thread exits. Null until then, and after.
     stack: Cell<*mut StackBuffer>,
 }
 

@@ -5,8 +5,10 @@
 //! - `small_churn_2t`: `small_churn` on two threads at once;
 //! - `small_churn_3sites`: `small_churn` with the allocations made from three functions in turn,
 //!   so exact call sites never see the same stack twice in a row, as in most programs;
-//! - `small_churn_8sites`, `small_churn_8sites_random`: from eight functions, in turn or in no
-//!   particular order: more places than a thread's capture buffer remembers (four).
+//! - `small_churn_8sites`: from eight functions in turn, as many places as a thread's capture
+//!   buffer remembers;
+//! - `small_churn_16sites_random`: from sixteen functions in no particular order, more places than
+//!   the buffer remembers: the case where remembering costs and never pays.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::hint::black_box;
@@ -72,17 +74,17 @@ impl Churn {
         self.run_with(a, ops, alloc_at_three_sites::<A>);
     }
 
-    /// `run`, with the allocations made from eight call sites, in turn or (`random`) in an order
-    /// without a pattern.
-    pub fn run_eight_sites<A: GlobalAlloc>(&mut self, a: &A, ops: u64, random: bool) {
-        if random {
-            // A multiplicative hash of the operation's number: the same order in every run.
-            self.run_with(a, ops, |a, l, op| {
-                alloc_at_eight_sites(a, l, op.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 61)
-            });
-        } else {
-            self.run_with(a, ops, alloc_at_eight_sites::<A>);
-        }
+    /// `run`, with the allocations made from eight call sites in turn.
+    pub fn run_eight_sites<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
+        self.run_with(a, ops, |a, l, op| alloc_at_sites(a, l, op % 8));
+    }
+
+    /// `run`, with the allocations made from sixteen call sites in an order without a pattern
+    /// (a multiplicative hash of the operation's number: the same order in every run).
+    pub fn run_sixteen_random_sites<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
+        self.run_with(a, ops, |a, l, op| {
+            alloc_at_sites(a, l, op.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60)
+        });
     }
 
     /// `ops` operations, each freeing a random live block and allocating its replacement with
@@ -152,10 +154,10 @@ fn alloc_at_third_site<A: GlobalAlloc>(a: &A, l: Layout) -> *mut u8 {
     black_box(unsafe { a.alloc(l) })
 }
 
-/// Allocates from the `pick % 8`th of eight functions.
+/// Allocates from the `pick`th of sixteen functions (`pick` < 16).
 #[inline(always)]
-fn alloc_at_eight_sites<A: GlobalAlloc>(a: &A, l: Layout, pick: u64) -> *mut u8 {
-    match pick % 8 {
+fn alloc_at_sites<A: GlobalAlloc>(a: &A, l: Layout, pick: u64) -> *mut u8 {
+    match pick {
         0 => alloc_at_site::<A, 0>(a, l),
         1 => alloc_at_site::<A, 1>(a, l),
         2 => alloc_at_site::<A, 2>(a, l),
@@ -163,11 +165,19 @@ fn alloc_at_eight_sites<A: GlobalAlloc>(a: &A, l: Layout, pick: u64) -> *mut u8 
         4 => alloc_at_site::<A, 4>(a, l),
         5 => alloc_at_site::<A, 5>(a, l),
         6 => alloc_at_site::<A, 6>(a, l),
-        _ => alloc_at_site::<A, 7>(a, l),
+        7 => alloc_at_site::<A, 7>(a, l),
+        8 => alloc_at_site::<A, 8>(a, l),
+        9 => alloc_at_site::<A, 9>(a, l),
+        10 => alloc_at_site::<A, 10>(a, l),
+        11 => alloc_at_site::<A, 11>(a, l),
+        12 => alloc_at_site::<A, 12>(a, l),
+        13 => alloc_at_site::<A, 13>(a, l),
+        14 => alloc_at_site::<A, 14>(a, l),
+        _ => alloc_at_site::<A, 15>(a, l),
     }
 }
 
-/// One of eight call sites (`K` keeps their code apart, so none is merged with another).
+/// One of sixteen call sites (`K` keeps their code apart, so none is merged with another).
 #[inline(never)]
 fn alloc_at_site<A: GlobalAlloc, const K: usize>(a: &A, l: Layout) -> *mut u8 {
     black_box(K);
@@ -201,11 +211,15 @@ pub fn timed_churn<A: GlobalAlloc>(a: &A, log_sizes: bool, ops: u64) -> Duration
     t
 }
 
-/// One timed run of `small_churn_8sites` (`small_churn_8sites_random` with `random`) on `a`.
-pub fn timed_eight_sites<A: GlobalAlloc>(a: &A, ops: u64, random: bool) -> Duration {
+/// One timed run of `small_churn_8sites` (`small_churn_16sites_random` with `random`) on `a`.
+pub fn timed_many_sites<A: GlobalAlloc>(a: &A, ops: u64, random: bool) -> Duration {
     let mut c = Churn::new(a, false, 42);
     let start = Instant::now();
-    c.run_eight_sites(a, ops, random);
+    if random {
+        c.run_sixteen_random_sites(a, ops);
+    } else {
+        c.run_eight_sites(a, ops);
+    }
     let t = start.elapsed();
     c.free_all(a);
     t

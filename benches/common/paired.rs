@@ -40,7 +40,7 @@ pub fn print_ratios(workload: &str, rounds: usize, contenders: &[Contender]) {
         let mut ratios: Vec<f64> = mine.iter().zip(base).map(|(t, b)| t / b).collect();
         ratios.sort_by(f64::total_cmp);
         println!(
-            "  {workload:<25} {:<18} {:>5.2}x {:<9} [{:.2}–{:.2}]",
+            "  {workload:<26} {:<18} {:>5.2}x {:<9} [{:.2}–{:.2}]",
             c.name,
             ratios[rounds / 2],
             contenders[c.base].name,

@@ -5,21 +5,22 @@
 //! its name and its payload), so a new capture usually equals one of the thread's recent stacks.
 //! Two things make that cheap:
 //!
-//! - **Replay.** For each recent stack the buffer keeps the addresses of the frame records the
-//!   walk read. It guesses which recent stack comes next (the one that followed the last stack the
-//!   previous time) and checks, with loads that do not wait on one another, that every one of those
-//!   records still holds what the walk read there ([`same_chain`]). If so, a walk would return that
-//!   very stack, and its id is reused without walking: the walk's loads each wait for the one
-//!   before, so it costs several times as much.
-//! - **Recent stacks.** Otherwise the stack is walked, and looked up among the recent stacks by
-//!   hash and a compare of every word, before the shared intern table, which costs three dependent
-//!   loads into a large table and a compare (about 15 ns).
+//! - **Replay.** For a recent stack that repeats, the buffer keeps the addresses of the frame
+//!   records the walk read and the two words read at each. It guesses which recent stack comes
+//!   next (the one that followed the last stack the previous two times) and checks, with loads that
+//!   do not wait on one another, that every one of those records still holds what the walk read
+//!   there ([`same_chain`]). If so, a walk would return that very stack, and its id is reused
+//!   without walking: the walk's loads each wait for the one before, so it costs several times as
+//!   much.
+//! - **Recent stacks.** Otherwise the stack is walked, and looked up among the last eight
+//!   distinct stacks by hash and a compare of every word, before the shared intern table, which
+//!   costs three dependent loads into a large table and a compare (about 15 ns).
 //!
 //! Matches are exact either way: a site id is only reused for a stack equal to its own in every
 //! word.
 //!
-//! Runs inside the global allocator (with heapdelta's guard set): no allocation, no lock, no
-//! panic.
+//! Runs inside the global allocator (with heapdelta's guard set): no lock, no panic, and no
+//! allocation but the buffer itself, from the system allocator, on a thread's first capture.
 
 #[cfg(test)]
 use super::capture::start_here;
@@ -41,7 +42,7 @@ pub fn live_buffers() -> usize {
 pub(crate) const STACK_WORDS: usize = 64;
 
 /// Distinct recent stacks remembered per thread.
-const RECENT: usize = 4;
+const RECENT: usize = 8;
 
 /// A recently captured stack and its site id (`id == 0`: the entry is empty).
 struct Recent {
@@ -61,7 +62,7 @@ struct Recent {
     records: [usize; STACK_WORDS],
 }
 
-/// A thread's capture buffer, about 7 KiB, allocated on the thread's first capture (`allocate`).
+/// A thread's capture buffer, about 14 KiB, allocated on the thread's first capture (`allocate`).
 pub(crate) struct StackBuffer {
     /// Return addresses of the capture in progress.
     words: [usize; STACK_WORDS],

@@ -229,8 +229,7 @@ pub fn still_chain_end(record: usize) -> bool {
 /// the saved frame pointer (the address of the next record, or for the last one, where the walk
 /// stopped) and the return address in `frames`. Unlike a walk's, these loads do not wait for one
 /// another, so they run side by side: a few cycles where a walk of the same stack waits for one
-/// load after another. The first four frames are checked first, since stacks that differ usually
-/// differ there.
+/// load after another.
 ///
 /// # Safety
 /// Every address in `records` must be a frame record that a walk ([`capture_recorded`]) read on
@@ -241,25 +240,6 @@ pub fn still_chain_end(record: usize) -> bool {
 /// thread's own stack mapping, and unmaps part of it, is beyond what either can check.)
 #[inline(always)]
 pub unsafe fn same_chain(records: &[usize], frames: &[[usize; 2]]) -> bool {
-    /// Frames checked before the rest: where stacks that differ usually differ first.
-    const HEAD: usize = 4;
-    let head = HEAD.min(records.len());
-    let (Some((head_records, rest_records)), Some((head_frames, rest_frames))) = (
-        records.split_at_checked(head),
-        frames.split_at_checked(head),
-    ) else {
-        return false;
-    };
-    // SAFETY: the caller's contract, for both parts.
-    unsafe { records_hold(head_records, head_frames) && records_hold(rest_records, rest_frames) }
-}
-
-/// Whether each record in `records` holds the two words in `frames` at its place.
-///
-/// # Safety
-/// As for `same_chain`.
-#[inline(always)]
-unsafe fn records_hold(records: &[usize], frames: &[[usize; 2]]) -> bool {
     // Two lanes, one per word of a record, so the compiler can compare a record in one go.
     let mut diff = [0usize; 2];
     for (&at, frame) in records.iter().zip(frames) {
