@@ -365,19 +365,16 @@ mod tests {
         assert_eq!(replayed, [false, false, true, true]);
     }
 
+    /// `n` captures of 32 frames, from the first and the second caller in turn.
+    fn alternating(n: usize) -> Vec<(Caller, usize)> {
+        let (f, s): (Caller, Caller) = (first_caller, second_caller);
+        [(f, 32), (s, 32)].into_iter().cycle().take(n).collect()
+    }
+
     #[test]
     fn stacks_taking_turns_are_replayed_once_learnt() {
         let mut buf = StackBuffer::new();
-        let (f, s): (Caller, Caller) = (first_caller, second_caller);
-        let turns = [
-            (f, 32),
-            (s, 32),
-            (f, 32),
-            (s, 32),
-            (f, 32),
-            (s, 32),
-            (f, 32),
-        ];
+        let turns = alternating(7);
         let replayed = captures_match_walks(&mut buf, &turns);
         // The leaf's own frame record is the same for both callers; the ones further out are not.
         // A stack is replayable once seen twice, and a guess is checked once it held twice.
@@ -390,15 +387,7 @@ mod tests {
         // breaking the turns makes a guess wrong, and the frame records further out tell.
         let mut buf = StackBuffer::new();
         let (f, s): (Caller, Caller) = (first_caller, second_caller);
-        let mut order = vec![
-            (f, 32),
-            (s, 32),
-            (f, 32),
-            (s, 32),
-            (f, 32),
-            (s, 32),
-            (f, 32),
-        ];
+        let mut order = alternating(7);
         order.extend([(f, 32), (s, 32), (s, 32)]);
         let replayed = captures_match_walks(&mut buf, &order);
         // The eighth and tenth captures are made where the guess is wrong.
