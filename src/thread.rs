@@ -48,6 +48,9 @@ struct State {
     /// allocator on the thread's first capture, so that threads that never capture a call site do
     /// not carry its 14 KiB; freed when the thread exits. Null until then, and after.
     stack: Cell<*mut StackBuffer>,
+    /// Whether the thread's destructor (`Owner`) is registered and has not run yet: it frees
+    /// `stack`.
+    owned: Cell<bool>,
 }
 
 thread_local! {
@@ -64,6 +67,7 @@ thread_local! {
             tag: Cell::new(0),
             sampler: UnsafeCell::new(Sampler::new(0)),
             stack: Cell::new(ptr::null_mut()),
+            owned: Cell::new(false),
         }
     };
     /// Owns the thread's slot; its destructor gives the slot back when the thread exits.
@@ -141,6 +145,8 @@ impl Drop for Owner {
         let _ = STATE.try_with(|st| {
             st.with_pending(stats::flush);
             stats::release(st.index.replace(0));
+            // No buffer is allocated from now on.
+            st.owned.set(false);
             // SAFETY: the buffer is this thread's, from `StackBuffer::allocate`, and not borrowed:
             // a thread-local destructor does not run inside heapdelta's code on this thread.
             unsafe { StackBuffer::free(st.stack.replace(ptr::null_mut())) };
@@ -249,26 +255,27 @@ impl State {
             direct: self.direct.replace(ptr::null()),
             fast: self.fast.replace(ptr::null()),
         };
-        // SAFETY: as above.
-        match unsafe { buffer.as_mut() } {
-            Some(b) => b.capture_site(start, depth),
-            None => self.capture_with_new_buffer(start, depth),
-        }
+        let buffer = match buffer.is_null() {
+            true => self.new_buffer(),
+            false => buffer,
+        };
+        // SAFETY: as above (a new buffer is this thread's too). Called from here, the function
+        // `start` belongs to, as `StackBuffer::capture_site` requires.
+        unsafe { buffer.as_mut() }.map_or(0, |b| b.capture_site(start, depth))
     }
 
-    /// `capture_site` on the thread's first capture: allocates its buffer, unless the thread
-    /// has no slot of its own (it is exiting, or started too late to register its destructor),
-    /// which would leak it; such captures record no site.
+    /// The thread's capture buffer, allocated on its first capture; null (no call site recorded)
+    /// when the thread's destructor is not registered (it has run, or it could not be registered),
+    /// since the buffer would then never be freed, or when the system allocator fails.
     #[cold]
     #[inline(never)]
-    fn capture_with_new_buffer(&self, start: usize, depth: usize) -> u32 {
-        if self.index.get() == 0 {
-            return 0;
+    fn new_buffer(&self) -> *mut StackBuffer {
+        if !self.owned.get() {
+            return ptr::null_mut();
         }
         let buffer = StackBuffer::allocate();
         self.stack.set(buffer);
-        // SAFETY: a fresh buffer of this thread's (or null), borrowed while `busy` is set.
-        unsafe { buffer.as_mut() }.map_or(0, |b| b.capture_site(start, depth))
+        buffer
     }
 }
 
@@ -565,6 +572,7 @@ fn claim(st: &State) -> &'static Slot {
         slot = stats::shared_slot();
     } else {
         st.index.set(i);
+        st.owned.set(true);
         // Each slot's sampler starts from its own fixed seed, so runs are repeatable.
         let seeded =
             Sampler::new(0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15));

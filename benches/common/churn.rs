@@ -80,10 +80,13 @@ impl Churn {
     }
 
     /// `run`, with the allocations made from sixteen call sites in an order without a pattern
-    /// (a multiplicative hash of the operation's number: the same order in every run).
+    /// (SplitMix64's mix of the operation's number: the same order in every run).
     pub fn run_sixteen_random_sites<A: GlobalAlloc>(&mut self, a: &A, ops: u64) {
         self.run_with(a, ops, |a, l, op| {
-            alloc_at_sites(a, l, op.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60)
+            let mut z = op.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            alloc_at_sites(a, l, (z ^ (z >> 31)) >> 60)
         });
     }
 

@@ -27,6 +27,7 @@ use super::capture::start_here;
 use super::capture::{capture_recorded, same_chain, still_chain_end};
 use super::intern::{intern_hashed, SiteId};
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Capture buffers allocated and not yet given back (one per thread that captured a site and has
@@ -84,6 +85,7 @@ pub(crate) struct StackBuffer {
 
 impl StackBuffer {
     /// An empty buffer.
+    #[cfg(test)]
     pub(crate) const fn new() -> StackBuffer {
         StackBuffer {
             words: [0; STACK_WORDS],
@@ -111,11 +113,19 @@ impl StackBuffer {
     /// it must not call), or null when that fails. Give it back with `free`.
     pub(crate) fn allocate() -> *mut StackBuffer {
         let layout = Layout::new::<StackBuffer>();
+        // Zeroed, then only the fields whose empty value is not zero are written: a buffer built
+        // as a value would take 14 KiB of the thread's stack, twice over in a debug build, inside
+        // the allocator.
         // SAFETY: the layout has a non-zero size.
-        let buffer = unsafe { System.alloc(layout) }.cast::<StackBuffer>();
+        let buffer = unsafe { System.alloc_zeroed(layout) }.cast::<StackBuffer>();
         if !buffer.is_null() {
-            // SAFETY: `buffer` is a fresh block of the buffer's layout.
-            unsafe { buffer.write(StackBuffer::new()) };
+            // SAFETY: `buffer` is a fresh block of the buffer's layout; every field is valid as
+            // zero bytes (integers, booleans and arrays of them), and the two written here are
+            // written through raw pointers, without a reference to the whole.
+            unsafe {
+                ptr::addr_of_mut!((*buffer).current).write(RECENT);
+                ptr::addr_of_mut!((*buffer).after).write([RECENT; RECENT]);
+            }
             LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
         }
         buffer
@@ -267,6 +277,21 @@ mod tests {
     }
 
     #[test]
+    fn a_buffer_from_the_system_allocator_starts_as_an_empty_one() {
+        let empty = StackBuffer::new();
+        let buffer = StackBuffer::allocate();
+        // SAFETY: a buffer from `allocate`, read here and freed once.
+        let fresh = unsafe { &*buffer };
+        assert_eq!(
+            (fresh.next, fresh.current, fresh.after, fresh.sure),
+            (empty.next, empty.current, empty.after, empty.sure)
+        );
+        assert!(fresh.recent.iter().all(|r| r.id == 0 && !r.replayable));
+        // SAFETY: from `allocate`, not used afterwards.
+        unsafe { StackBuffer::free(buffer) };
+    }
+
+    #[test]
     fn stacks_taking_turns_keep_their_interned_ids() {
         let mut buf = StackBuffer::new();
         let stacks: Vec<Vec<usize>> = (0..3)
@@ -301,10 +326,31 @@ mod tests {
         }
     }
 
-    /// What a capture made here gave: whether the stack was replayed, its site, and the stack a
-    /// walk from the same frame finds.
+    std::thread_local! {
+        /// Set by a `Step::Deeper`: the next capture is made one frame further in.
+        static DEEPER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// What a capture made here (or, after a `Step::Deeper`, in a function this one calls) gave:
+    /// whether the stack was replayed, its site, and the stack a walk from the same frame finds.
     #[inline(never)]
     fn capture_in_leaf(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
+        if DEEPER.with(|deeper| deeper.replace(false)) {
+            let r = capture_one_deeper(buf, depth);
+            return black_box(r);
+        }
+        capture_from_here(buf, depth)
+    }
+
+    #[inline(never)]
+    fn capture_one_deeper(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
+        let r = capture_from_here(buf, depth);
+        black_box(r)
+    }
+
+    /// The body of `capture_in_leaf`, from the frame of the function it is inlined into.
+    #[inline(always)]
+    fn capture_from_here(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
         let start = start_here();
         let replayed = buf.replay(start, depth);
         let id = replayed.unwrap_or_else(|| buf.capture_site(start, depth));
@@ -329,25 +375,37 @@ mod tests {
 
     type Caller = fn(&mut StackBuffer, usize) -> (bool, SiteId, Vec<usize>);
 
+    /// What a step does before its capture.
+    #[derive(Clone, Copy)]
+    enum Step {
+        Capture,
+        /// Forget the thread's known chain end first.
+        ForgetEnd,
+        /// Capture one frame further in than the caller's leaf usually does.
+        Deeper,
+    }
+
     /// Captures from `callers` in turn (`depth` frames each), checking that every site is the one
     /// of the stack a walk finds; returns which captures were replayed.
     fn captures_match_walks(buf: &mut StackBuffer, callers: &[(Caller, usize)]) -> Vec<bool> {
-        let steps: Vec<_> = callers.iter().map(|&(c, d)| (c, d, false)).collect();
-        captures_with_forgetting(buf, &steps)
+        let steps: Vec<_> = callers
+            .iter()
+            .map(|&(c, d)| (c, d, Step::Capture))
+            .collect();
+        captures_in_steps(buf, &steps)
     }
 
-    /// `captures_match_walks`, where a step may first forget the thread's known chain end. One
-    /// loop, out of line and over a slice of unknown length, so that every capture is made from
-    /// the same place (an unrolled loop would give each its own stack).
+    /// `captures_match_walks`, where a step may first do something else. One loop, out of line
+    /// and over a slice of unknown length, so that every capture is made from the same place (an
+    /// unrolled loop would give each its own stack).
     #[inline(never)]
-    fn captures_with_forgetting(
-        buf: &mut StackBuffer,
-        steps: &[(Caller, usize, bool)],
-    ) -> Vec<bool> {
+    fn captures_in_steps(buf: &mut StackBuffer, steps: &[(Caller, usize, Step)]) -> Vec<bool> {
         let mut replayed = Vec::new();
-        for &(caller, depth, forget) in black_box(steps) {
-            if forget {
-                super::super::capture::set_chain_end(0);
+        for &(caller, depth, step) in black_box(steps) {
+            match step {
+                Step::Capture => {}
+                Step::ForgetEnd => super::super::capture::set_chain_end(0),
+                Step::Deeper => DEEPER.with(|deeper| deeper.set(true)),
             }
             let (hit, id, stack) = caller(buf, depth);
             assert_eq!(id, intern(&stack), "depth {depth}");
@@ -409,6 +467,24 @@ mod tests {
     }
 
     #[test]
+    fn a_capture_from_another_frame_is_not_replayed() {
+        // The fourth capture is made one frame further in, below the same frame records: they all
+        // still hold what the walk read, but a walk from the new frame finds one frame more.
+        let mut buf = StackBuffer::new();
+        let f: Caller = first_caller;
+        let steps = [
+            (f, 32, Step::Capture),
+            (f, 32, Step::Capture),
+            (f, 32, Step::Capture),
+            (f, 32, Step::Deeper),
+        ];
+        assert_eq!(
+            captures_in_steps(&mut buf, &steps),
+            [false, false, true, false]
+        );
+    }
+
+    #[test]
     fn a_chain_trusted_for_where_it_ends_is_replayed_only_while_that_end_is_known() {
         use super::super::capture::TEST_NEAR_TOP;
         let replayed = std::thread::spawn(|| {
@@ -417,12 +493,12 @@ mod tests {
             let mut buf = StackBuffer::new();
             let f: Caller = first_caller;
             let steps = [
-                (f, 32, false),
-                (f, 32, false),
-                (f, 32, false),
-                (f, 32, true),
+                (f, 32, Step::Capture),
+                (f, 32, Step::Capture),
+                (f, 32, Step::Capture),
+                (f, 32, Step::ForgetEnd),
             ];
-            captures_with_forgetting(&mut buf, &steps)
+            captures_in_steps(&mut buf, &steps)
         })
         .join()
         .unwrap();
