@@ -480,11 +480,13 @@ mod fp {
     // (`push rbp; mov rbp, rsp`) into the blocks that need it, so an inline read can run before
     // the function's own frame record exists and see its caller's (observed in release builds of
     // `capture` and the probe). A real call forces the prologue to dominate it, so the value
-    // returned is always the calling function's own frame record. (A naked Rust function, unlike
-    // an external assembly symbol, is called directly rather than through the GOT.)
+    // returned is always the calling function's own frame record. (A naked function rather than a
+    // `global_asm!` symbol: calling it needs no `unsafe` and no `extern` declaration.)
 
     /// Returns the frame-pointer register as its caller left it (it sets up no frame).
     #[cfg(target_arch = "x86_64")]
+    // SAFETY: the body follows the C calling convention the signature declares: it returns a
+    // `usize` in `rax`, touches no other register, memory or the stack, and returns.
     #[unsafe(naked)]
     extern "C" fn frame_pointer_register() -> usize {
         std::arch::naked_asm!("mov rax, rbp", "ret")
@@ -492,6 +494,8 @@ mod fp {
 
     /// Returns the frame-pointer register as its caller left it (it sets up no frame).
     #[cfg(target_arch = "aarch64")]
+    // SAFETY: the body follows the C calling convention the signature declares: it returns a
+    // `usize` in `x0`, touches no other register, memory or the stack, and returns.
     #[unsafe(naked)]
     extern "C" fn frame_pointer_register() -> usize {
         std::arch::naked_asm!("mov x0, x29", "ret")
