@@ -1,6 +1,5 @@
 //! Checkpoints: the epoch counter, the process-wide timeline, and the global queries.
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -11,19 +10,8 @@ use crate::snapshot::Snapshot;
 use crate::stats;
 use crate::thread;
 
-/// Number of checkpoints taken so far: blocks record the epoch they were born in. Every
-/// allocation reads it, so it has a cache line of its own.
-#[repr(align(64))]
-struct Epoch(AtomicU32);
-static EPOCH: Epoch = Epoch(AtomicU32::new(0));
 static TIMELINE: Mutex<Vec<Snapshot>> = Mutex::new(Vec::new());
 static START: OnceCell<(Instant, u64)> = OnceCell::new();
-
-/// The current checkpoint epoch.
-#[inline]
-pub(crate) fn epoch() -> u32 {
-    EPOCH.0.load(Ordering::Relaxed)
-}
 
 fn start() -> &'static (Instant, u64) {
     START.get_or_init(|| {
@@ -81,9 +69,10 @@ pub fn checkpoint(label: impl Into<String>) -> Delta {
         thread::untracked(|| owned.as_str().to_owned())
     };
     let snap = Snapshot::take(Some(label), true);
-    EPOCH.0.fetch_add(1, Ordering::Relaxed);
     thread::untracked(|| {
         let mut tl = timeline_lock();
+        // Under the lock, so that concurrent checkpoints leave every slot with the newest epoch.
+        stats::advance_epoch();
         let delta = match tl.last() {
             Some(prev) => snap.since(prev),
             None => snap.since(&Snapshot::zero()),
@@ -129,7 +118,7 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
     let read = || {
         thread::untracked(|| {
             let raw = stats::read_one(slot);
-            Snapshot::from_raw(raw, None, epoch(), false)
+            Snapshot::from_raw(raw, None, stats::epoch(), false)
         })
     };
     let before = read();

@@ -18,68 +18,95 @@ const MAGIC_MASK: u8 = 0xF0;
 pub const TRACKED: u8 = 0x01;
 /// The block was chosen by the sampler; its call-site figures carry a weight.
 pub const SAMPLED: u8 = 0x02;
+const FLAGS_SHIFT: u32 = 16;
+const TAG_SHIFT: u32 = 24;
+const SITE_SHIFT: u32 = 32;
+/// The flags of a block counted with exact weights, in place.
+const EXACT: u64 = ((MAGIC | TRACKED) as u64) << FLAGS_SHIFT;
 
-/// What the tracker remembers about a live block.
+/// What the tracker remembers about a live block, in one word: the low 16 bits of the checkpoint
+/// epoch the block was born in in bits 0–15, the flags in 16–23, the scope tag in 24–31 and the
+/// call site in 32–63. The two tests the fast paths make are then cheap: born in the current epoch
+/// is a 16-bit compare, and an exact block with neither tag nor site is a mask with a small
+/// immediate and a compare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C)]
-pub struct Header {
-    /// Interned call site (0: none recorded).
-    pub site: u32,
-    /// Low 16 bits of the checkpoint epoch the block was born in.
-    pub epoch: u16,
-    /// Scope tag index (0: no tag).
-    pub tag: u8,
-    flags: u8,
-}
+#[repr(transparent)]
+pub struct Header(u64);
 
 impl Header {
     /// A header for a block that is not counted.
-    pub const UNTRACKED: Header = Header {
-        site: 0,
-        epoch: 0,
-        tag: 0,
-        flags: MAGIC,
-    };
+    pub const UNTRACKED: Header = Header((MAGIC as u64) << FLAGS_SHIFT);
 
-    /// A header for a counted block.
-    pub fn tracked(site: u32, epoch: u32, tag: u8, sampled: bool) -> Header {
+    /// A header for a counted block born in the epoch whose low 16 bits are `epoch`.
+    pub fn tracked(site: u32, epoch: u64, tag: u8, sampled: bool) -> Header {
         let flags = MAGIC | TRACKED | if sampled { SAMPLED } else { 0 };
-        Header {
-            site,
-            epoch: epoch as u16,
-            tag,
-            flags,
-        }
+        Header((flags as u64) << FLAGS_SHIFT | epoch & u16::MAX as u64).with(site, tag)
+    }
+
+    /// The header of a block counted with exact weights, without a call site or a tag, born in
+    /// the epoch whose low 16 bits are `epoch` (a `u64` below 2^16, as `Slot::epoch` keeps it).
+    #[inline(always)]
+    pub fn exact(epoch: u64) -> Header {
+        debug_assert!(epoch <= u16::MAX as u64);
+        Header(EXACT | epoch)
+    }
+
+    /// This header with a call site and a tag (`self` has neither).
+    #[inline(always)]
+    pub fn with(self, site: u32, tag: u8) -> Header {
+        Header(self.0 | (site as u64) << SITE_SHIFT | (tag as u64) << TAG_SHIFT)
+    }
+
+    /// Interned call site (0: none recorded).
+    #[inline(always)]
+    pub fn site(self) -> u32 {
+        (self.0 >> SITE_SHIFT) as u32
+    }
+
+    /// Low 16 bits of the checkpoint epoch the block was born in (a `u64`, as `Slot::epoch`).
+    #[inline(always)]
+    pub fn epoch(self) -> u64 {
+        self.0 & u16::MAX as u64
+    }
+
+    /// Scope tag index (0: no tag).
+    #[inline(always)]
+    pub fn tag(self) -> u8 {
+        (self.0 >> TAG_SHIFT) as u8
+    }
+
+    fn flags(self) -> u8 {
+        (self.0 >> FLAGS_SHIFT) as u8
     }
 
     /// Whether the block is counted with exact weights (not sampled), has no scope tag and valid
     /// magic bits: the blocks whose frees the fast path handles.
     #[inline(always)]
-    pub fn is_plain(&self) -> bool {
-        self.tag == 0 && self.is_exact()
+    pub fn is_plain(self) -> bool {
+        self.0 as u32 >> FLAGS_SHIFT == (EXACT >> FLAGS_SHIFT) as u32
     }
 
     /// Whether the block is counted with exact weights (not sampled) and has valid magic bits:
     /// the blocks whose frees the out-of-line fast path handles, whatever their tag and site.
     #[inline(always)]
-    pub fn is_exact(&self) -> bool {
-        self.flags == MAGIC | TRACKED
+    pub fn is_exact(self) -> bool {
+        self.flags() == MAGIC | TRACKED
     }
 
     /// Whether the block is counted.
-    pub fn is_tracked(&self) -> bool {
-        self.flags & TRACKED != 0
+    pub fn is_tracked(self) -> bool {
+        self.flags() & TRACKED != 0
     }
 
     /// Whether the block's call-site figures are sampled estimates.
-    pub fn is_sampled(&self) -> bool {
-        self.flags & SAMPLED != 0
+    pub fn is_sampled(self) -> bool {
+        self.flags() & SAMPLED != 0
     }
 
     /// Whether the header carries the tracker's magic bits (a foreign or overwritten pointer does
     /// not, with high probability).
-    pub fn is_valid(&self) -> bool {
-        self.flags & MAGIC_MASK == MAGIC
+    pub fn is_valid(self) -> bool {
+        self.flags() & MAGIC_MASK == MAGIC
     }
 
     /// Writes the header just before `user`.
@@ -90,7 +117,7 @@ impl Header {
     pub unsafe fn write(self, user: *mut u8) {
         // SAFETY: the caller guarantees the 8 bytes before `user` are the block's prefix; the
         // write is unaligned-safe.
-        unsafe { (user.sub(HEADER_SIZE) as *mut Header).write_unaligned(self) }
+        unsafe { (user.sub(HEADER_SIZE) as *mut u64).write_unaligned(self.0) }
     }
 
     /// Reads the header just before `user`.
@@ -100,7 +127,7 @@ impl Header {
     #[inline]
     pub unsafe fn read(user: *const u8) -> Header {
         // SAFETY: as for `write`.
-        unsafe { (user.sub(HEADER_SIZE) as *const Header).read_unaligned() }
+        Header(unsafe { (user.sub(HEADER_SIZE) as *const u64).read_unaligned() })
     }
 }
 
@@ -189,8 +216,25 @@ mod tests {
         let h = Header::UNTRACKED;
         assert!(h.is_valid());
         assert!(!h.is_tracked());
-        let t = Header::tracked(7, 70_000, 3, true);
+        let t = Header::tracked(7, 7, 3, true);
         assert!(t.is_valid() && t.is_tracked() && t.is_sampled());
-        assert_eq!(t.epoch, (70_000u32 as u16));
+    }
+
+    #[test]
+    fn every_field_reads_back_what_was_written() {
+        let h = Header::tracked(u32::MAX - 5, 0x2345, 0xfe, false);
+        assert_eq!((h.site(), h.epoch(), h.tag()), (u32::MAX - 5, 0x2345, 0xfe));
+        assert!(h.is_exact() && !h.is_plain());
+    }
+
+    #[test]
+    fn an_exact_header_is_plain_and_names_its_epoch() {
+        let bare = Header::exact(0xffff);
+        assert!(bare.is_plain() && bare.is_exact() && bare.is_tracked() && !bare.is_sampled());
+        assert_eq!(bare, Header::tracked(0, 0xffff, 0, false));
+        assert_eq!((bare.site(), bare.epoch(), bare.tag()), (0, 0xffff, 0));
+        assert!(bare.with(1, 0).is_plain());
+        assert!(!bare.with(0, 1).is_plain());
+        assert!(!Header::tracked(0, 3, 0, true).is_plain());
     }
 }

@@ -158,7 +158,7 @@ impl Snapshot {
     /// Reads the process-wide counters now.
     pub(crate) fn take(label: Option<String>, closes_epoch: bool) -> Snapshot {
         thread::untracked(|| {
-            let epoch = checkpoint::epoch();
+            let epoch = stats::epoch();
             let raw = stats::read_all();
             let mut s = Snapshot::from_raw(raw, label, epoch, closes_epoch);
             let (peak_bytes, peak_blocks) = stats::peak();

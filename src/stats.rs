@@ -16,7 +16,9 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -181,6 +183,10 @@ pub struct SiteCounts {
 
 /// One thread's counters.
 pub struct Slot {
+    /// The low 16 bits of the current checkpoint epoch, as a header keeps them: a copy in every
+    /// slot in use (see `advance_epoch`), so the fast paths read it next to the thread's counters
+    /// instead of from a global. A whole word, so that it goes into a header without a conversion.
+    epoch: AtomicU64,
     claimed: AtomicBool,
     /// Requests of up to `SMALL_MAX` bytes, by exact size.
     sizes: SizeCnts,
@@ -195,6 +201,7 @@ pub struct Slot {
 impl Slot {
     const fn new() -> Self {
         Slot {
+            epoch: AtomicU64::new(0),
             claimed: AtomicBool::new(false),
             sizes: SizeCnts::new(),
             classes: [const { Quad::new() }; NUM_CLASSES],
@@ -203,6 +210,12 @@ impl Slot {
             young_free_bytes: Cnt::new(),
             sites: [const { AtomicPtr::new(ptr::null_mut()) }; SITE_DIR],
         }
+    }
+
+    /// The low 16 bits of the current checkpoint epoch (a header's `epoch`), in a word.
+    #[inline(always)]
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
     }
 
     /// Counts an allocation of `size` bytes under `tag`; `s` when this is the shared slot (atomic
@@ -391,11 +404,47 @@ pub fn claim() -> (u16, &'static Slot) {
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
         {
-            HIGH.fetch_max(i + 1, Ordering::AcqRel);
+            HIGH.fetch_max(i + 1, Ordering::SeqCst);
+            adopt_epoch(slot);
             return (i as u16, slot);
         }
     }
     (0, shared_slot())
+}
+
+/// Number of checkpoints taken so far: blocks record the epoch they were born in. The fast paths
+/// read the copy in their thread's slot (`Slot::epoch`).
+static EPOCH: AtomicU32 = AtomicU32::new(0);
+
+/// The current checkpoint epoch.
+pub fn epoch() -> u32 {
+    EPOCH.load(Ordering::SeqCst)
+}
+
+/// Starts a new epoch and returns it. The slots in use get it (`Slot::epoch`); a slot claimed
+/// later takes it when claimed (`adopt_epoch`), so slots never claimed are not touched. The caller
+/// serialises calls, so that the last epoch a slot is given is the newest.
+pub fn advance_epoch() -> u32 {
+    let epoch = EPOCH.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+    let high = HIGH.load(Ordering::SeqCst).min(MAX_SLOTS);
+    for slot in &SLOTS[..high] {
+        slot.epoch.store(epoch as u16 as u64, Ordering::SeqCst);
+    }
+    epoch
+}
+
+/// Gives a slot just claimed (and counted in `HIGH`) the current epoch. A concurrent
+/// `advance_epoch` either sees the slot in `HIGH` and sets it, or ran before the slot was counted,
+/// in which case the epoch read here is its own or newer; should this store land after that
+/// function's, the second read sees the newer epoch, and the loop stores it again.
+fn adopt_epoch(slot: &Slot) {
+    loop {
+        let epoch = EPOCH.load(Ordering::SeqCst);
+        slot.epoch.store(epoch as u16 as u64, Ordering::SeqCst);
+        if EPOCH.load(Ordering::SeqCst) == epoch {
+            return;
+        }
+    }
 }
 
 /// Whether any thread has ever recorded an event (a tracker is serving allocations).
@@ -531,8 +580,11 @@ pub struct Pending {
 /// [`refresh`]. (Growth is checked against `Pending::limit`, which is at most `FLUSH_BYTES`.)
 #[inline(always)]
 pub fn needs_flush(bytes: i64) -> bool {
-    bytes <= -FLUSH_BYTES
+    bytes <= FLUSH_FLOOR
 }
+
+/// The highest pending fall in bytes that [`needs_flush`].
+pub const FLUSH_FLOOR: i64 = -FLUSH_BYTES;
 
 /// Folds a large pending change into the global figure, raises the peak when the thread's view of
 /// the live heap (global figure + its own pending change) exceeds it, and sets the next limit.

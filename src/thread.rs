@@ -21,7 +21,6 @@ use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 
 use crate::callsite::{start_here, Sampler, StackBuffer};
-use crate::checkpoint;
 use crate::config;
 use crate::header::Header;
 use crate::stats::{self, Pending, SiteCnt, Slot};
@@ -39,6 +38,12 @@ struct State {
     pending_bytes: Cell<i64>,
     pending_blocks: Cell<i64>,
     limit: Cell<i64>,
+    /// `limit` while `fast` is open, `i64::MIN` while it is closed, so that the inlined
+    /// allocation path checks both with one compare (kept so by `sync_fast_bounds`).
+    fast_limit: Cell<i64>,
+    /// `stats::FLUSH_FLOOR` while `fast` is open, `i64::MAX` while it is closed: the inlined free
+    /// path's one compare, as `fast_limit` is the allocation path's.
+    fast_floor: Cell<i64>,
     tag: Cell<u8>,
     /// Only ever borrowed for one call of `Sampler::sample` or `Sampler::skip` (from
     /// `Ctx::sample` and `fast_alloc`) or while the thread claims its slot, none of which
@@ -64,6 +69,8 @@ thread_local! {
             pending_bytes: Cell::new(0),
             pending_blocks: Cell::new(0),
             limit: Cell::new(0),
+            fast_limit: Cell::new(i64::MIN),
+            fast_floor: Cell::new(i64::MAX),
             tag: Cell::new(0),
             sampler: UnsafeCell::new(Sampler::new(0)),
             stack: Cell::new(ptr::null_mut()),
@@ -84,15 +91,6 @@ pub enum Door {
 }
 
 impl State {
-    /// The slot pointer `door` opens with.
-    #[inline(always)]
-    fn door(&self, door: Door) -> *const Slot {
-        match door {
-            Door::Plain => self.fast.get(),
-            Door::Scoped => self.direct.get(),
-        }
-    }
-
     /// The tag a new block gets through `door` (always 0 through `Door::Plain`).
     #[inline(always)]
     fn tag_through(&self, door: Door) -> u8 {
@@ -123,6 +121,72 @@ impl State {
         } else {
             direct
         });
+        self.sync_fast_bounds();
+    }
+
+    /// Sets `fast_limit` and `fast_floor` from `fast` and `limit`; called whenever either changes.
+    fn sync_fast_bounds(&self) {
+        let open = !self.fast.get().is_null();
+        self.fast_limit
+            .set(if open { self.limit.get() } else { i64::MIN });
+        self.fast_floor
+            .set(if open { stats::FLUSH_FLOOR } else { i64::MAX });
+    }
+
+    /// The thread's slot and its pending bytes with a new block of `size` bytes, when `door` is
+    /// open and the block does not reach the peak's limit.
+    #[inline(always)]
+    fn open_for_alloc(&self, door: Door, size: usize) -> Option<(&'static Slot, i64)> {
+        let bytes = self.pending_bytes.get().wrapping_add(size as i64);
+        let slot = match door {
+            Door::Plain => {
+                if bytes > self.fast_limit.get() {
+                    return None;
+                }
+                let fast = self.fast.get();
+                // SAFETY: `fast_limit` is `i64::MIN`, which no sum exceeds, whenever `fast` is
+                // null (`sync_fast_bounds` runs at every change of either). Said to the compiler,
+                // which would otherwise test the pointer again to build the `Option`.
+                unsafe { std::hint::assert_unchecked(!fast.is_null()) };
+                fast
+            }
+            Door::Scoped => {
+                if bytes > self.limit.get() || self.direct.get().is_null() {
+                    return None;
+                }
+                self.direct.get()
+            }
+        };
+        // SAFETY: `fast` and `direct` are null or set from a `&'static Slot`, the thread's private
+        // one, and neither is null here (checked above).
+        Some((unsafe { &*slot }, bytes))
+    }
+
+    /// The thread's slot and its pending bytes without a block of `size` bytes, when `door` is
+    /// open and the fall does not need folding into the global figure.
+    #[inline(always)]
+    fn open_for_free(&self, door: Door, size: usize) -> Option<(&'static Slot, i64)> {
+        let bytes = self.pending_bytes.get().wrapping_sub(size as i64);
+        let slot = match door {
+            Door::Plain => {
+                if bytes <= self.fast_floor.get() {
+                    return None;
+                }
+                let fast = self.fast.get();
+                // SAFETY: as in `open_for_alloc`: `fast_floor` is `i64::MAX`, above every
+                // difference, whenever `fast` is null.
+                unsafe { std::hint::assert_unchecked(!fast.is_null()) };
+                fast
+            }
+            Door::Scoped => {
+                if stats::needs_flush(bytes) || self.direct.get().is_null() {
+                    return None;
+                }
+                self.direct.get()
+            }
+        };
+        // SAFETY: as in `open_for_alloc`.
+        Some((unsafe { &*slot }, bytes))
     }
 
     fn with_pending(&self, f: impl FnOnce(&mut Pending)) {
@@ -135,6 +199,7 @@ impl State {
         self.pending_bytes.set(p.bytes);
         self.pending_blocks.set(p.blocks);
         self.limit.set(p.limit);
+        self.sync_fast_bounds();
     }
 }
 
@@ -153,6 +218,7 @@ impl Drop for Owner {
             st.slot.set(stats::shared_slot());
             st.direct.set(ptr::null());
             st.fast.set(ptr::null());
+            st.sync_fast_bounds();
         });
     }
 }
@@ -255,6 +321,7 @@ impl State {
             direct: self.direct.replace(ptr::null()),
             fast: self.fast.replace(ptr::null()),
         };
+        self.sync_fast_bounds();
         let buffer = match buffer.is_null() {
             true => self.new_buffer(),
             false => buffer,
@@ -303,6 +370,7 @@ impl Drop for Busy<'_> {
         self.st.busy.set(false);
         self.st.direct.set(self.direct);
         self.st.fast.set(self.fast);
+        self.st.sync_fast_bounds();
     }
 }
 
@@ -337,21 +405,15 @@ pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
 pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
     STATE
         .try_with(|st| {
-            let slot = st.door(door);
-            let bytes = st.below_limit(size)?;
-            if slot.is_null() {
-                return None;
-            }
+            let (slot, bytes) = st.open_for_alloc(door, size)?;
             // SAFETY: as in `Ctx::sample`: the thread's own sampler, borrowed for a call that
             // neither allocates nor re-enters.
             if sampled && !unsafe { (*st.sampler.get()).skip(size) } {
                 return None;
             }
             let tag = st.tag_through(door);
-            // SAFETY: a non-null `fast` or `direct` was set from a `&'static Slot`, the thread's
-            // private one.
-            st.commit_alloc(unsafe { &*slot }, size, bytes, tag, None);
-            Some(Header::tracked(0, checkpoint::epoch(), tag, false))
+            st.commit_alloc(slot, size, bytes, tag, None);
+            Some(Header::exact(slot.epoch()).with(0, tag))
         })
         .ok()
         .flatten()
@@ -385,24 +447,30 @@ pub fn alloc_exact(size: usize, depth: usize) -> Result<Header, Option<u32>> {
     };
     let tag = st.tag.get();
     st.commit_alloc(slot, size, bytes, tag, counters);
-    Ok(Header::tracked(site, checkpoint::epoch(), tag, false))
+    Ok(Header::exact(slot.epoch()).with(site, tag))
 }
 
 /// The inlined path of freeing a block of `size` bytes without a call site or a scope tag,
-/// counted with exact weights (`h.is_plain()`, `h.site == 0`): counts it and returns `true`, or
-/// returns `false` having changed nothing when the general path must run (as for `fast_alloc`,
-/// or when the fall in live bytes must be folded into the global figure).
+/// counted with exact weights and born in the current epoch (`h` is `Header::exact` of it):
+/// counts it and returns `true`, or returns `false` having changed nothing when `h` is any other
+/// header or the general path must run (as for `fast_alloc`, or when the fall in live bytes must
+/// be folded into the global figure).
 #[inline(always)]
 pub fn fast_free(h: Header, size: usize) -> bool {
-    fast_free_with(h, size, Door::Plain, |_| Some(None))
+    // One compare checks the magic bits, that the block is bare, and that it is young (the
+    // general path counts old blocks).
+    fast_free_with(h, size, Door::Plain, |_, epoch| {
+        (h == Header::exact(epoch)).then_some((None, true))
+    })
 }
 
-/// `fast_free` for a block with a call site, outside scopes (`h.is_plain()`, `h.site != 0`),
+/// `fast_free` for a block with a call site, outside scopes (`h.is_plain()`, `h.site() != 0`),
 /// which is counted at the site too; `false` also when the site's counters are not allocated yet.
 #[inline(always)]
 pub fn fast_free_sited(h: Header, size: usize) -> bool {
-    fast_free_with(h, size, Door::Plain, |slot| {
-        slot.site_ready(h.site).map(Some)
+    fast_free_with(h, size, Door::Plain, |slot, epoch| {
+        let young = h.epoch() == epoch;
+        slot.site_ready(h.site()).map(|c| (Some(c), young))
     })
 }
 
@@ -411,42 +479,42 @@ pub fn fast_free_sited(h: Header, size: usize) -> bool {
 /// not allocated yet.
 #[inline(always)]
 pub fn fast_free_exact(h: Header, size: usize) -> bool {
-    fast_free_with(h, size, Door::Scoped, |slot| match h.site {
-        0 => Some(None),
-        site => slot.site_ready(site).map(Some),
+    fast_free_with(h, size, Door::Scoped, |slot, epoch| {
+        let young = h.epoch() == epoch;
+        match h.site() {
+            0 => Some((None, young)),
+            site => slot.site_ready(site).map(|c| (Some(c), young)),
+        }
     })
 }
 
-/// The body of the fast frees: `site` gives the block's site counters (`Some(None)`: no site), or
-/// `None` when the general path must run. Through `Door::Plain` the block has no tag.
+/// The body of the fast frees: `site`, given the slot and the current epoch, gives the block's
+/// site counters (`None`: no site) and whether it is young, or `None` when the general path must
+/// run. Through `Door::Plain` the block has no tag.
 #[inline(always)]
 fn fast_free_with(
     h: Header,
     size: usize,
     door: Door,
-    site: impl FnOnce(&'static Slot) -> Option<Option<&'static SiteCnt>>,
+    site: impl FnOnce(&'static Slot, u64) -> Option<(Option<&'static SiteCnt>, bool)>,
 ) -> bool {
     // Borrowed outside `try_with`, whose closure was left out of line in `Tracker::on_free_general`.
     let Some(st) = state() else {
         return false;
     };
-    let slot = st.door(door);
-    let bytes = st.pending_bytes.get().wrapping_sub(size as i64);
-    if slot.is_null() || stats::needs_flush(bytes) {
+    let Some((slot, bytes)) = st.open_for_free(door, size) else {
         return false;
-    }
-    // SAFETY: as in `fast_alloc`.
-    let slot = unsafe { &*slot };
-    let Some(counters) = site(slot) else {
+    };
+    let epoch = slot.epoch();
+    let Some((counters, young)) = site(slot, epoch) else {
         return false;
     };
     st.pending_bytes.set(bytes);
     st.pending_blocks
         .set(st.pending_blocks.get().wrapping_sub(1));
-    let young = h.epoch == checkpoint::epoch() as u16;
     let tag = match door {
         Door::Plain => 0,
-        Door::Scoped => h.tag,
+        Door::Scoped => h.tag(),
     };
     slot.free(size, tag, young, false);
     if let Some(c) = counters {

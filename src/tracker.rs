@@ -4,7 +4,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
 
 use crate::callsite;
-use crate::checkpoint;
 use crate::config;
 use crate::header::{self, Header, HEADER_SIZE};
 use crate::stats::{self, UNIT};
@@ -278,14 +277,13 @@ impl<A: GlobalAlloc> Tracker<A> {
     #[inline(always)]
     fn on_free(&self, h: Header, size: usize) {
         // Inline only for blocks without a tag, outside scopes, and with a call site only when
-        // sites are exact; `on_free_general` tries the same path for the other exactly counted
-        // blocks before anything else.
-        let done = h.is_plain()
-            && match (self.mode, h.site) {
-                (_, 0) => thread::fast_free(h, size),
-                (CallSites::Exact, _) => thread::fast_free_sited(h, size),
-                _ => false,
-            };
+        // sites are exact; without one, only for blocks born in the current epoch.
+        // `on_free_general` tries the same path for the other exactly counted blocks before
+        // anything else.
+        let done = match self.mode {
+            CallSites::Exact if h.is_plain() && h.site() != 0 => thread::fast_free_sited(h, size),
+            _ => thread::fast_free(h, size),
+        };
         if !done {
             self.on_free_general(h, size);
         }
@@ -313,7 +311,7 @@ impl<A: GlobalAlloc> Tracker<A> {
         }
         let record = |ctx: &Ctx| {
             let young = count_free(ctx, h, size);
-            if h.site != 0 {
+            if h.site() != 0 {
                 self.site_free(ctx, h, size, young);
             }
         };
@@ -329,15 +327,16 @@ impl<A: GlobalAlloc> Tracker<A> {
         } else {
             (UNIT, size as u64)
         };
-        ctx.slot.site_free(h.site, units, bytes, young, ctx.shared);
+        ctx.slot
+            .site_free(h.site(), units, bytes, young, ctx.shared);
     }
 }
 
 /// Counts the end of a block of `size` bytes; returns whether it was born in the current epoch.
 #[inline(always)]
 fn count_free(ctx: &Ctx, h: Header, size: usize) -> bool {
-    let young = h.epoch == checkpoint::epoch() as u16;
-    ctx.slot.free(size, h.tag, young, ctx.shared);
+    let young = h.epoch() == ctx.slot.epoch();
+    ctx.slot.free(size, h.tag(), young, ctx.shared);
     ctx.note_free(size);
     young
 }
@@ -353,7 +352,6 @@ fn record_alloc(
     captured: Option<u32>,
 ) -> Header {
     let tag = ctx.tag();
-    let epoch = checkpoint::epoch();
     ctx.slot.alloc(size, tag, ctx.shared);
     let (site, sampled) = match (mode, captured) {
         (CallSites::Off, _) => (0, false),
@@ -368,7 +366,7 @@ fn record_alloc(
         }
     };
     ctx.note_alloc(size);
-    Header::tracked(site, epoch, tag, sampled)
+    Header::tracked(site, ctx.slot.epoch(), tag, sampled)
 }
 
 /// Captures the call site of a new block and counts the block there; returns the site (0 when
