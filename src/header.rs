@@ -44,11 +44,22 @@ impl Header {
     }
 
     /// The header of a block counted with exact weights, without a call site or a tag, born in
-    /// the epoch whose low 16 bits are `epoch` (a `u64` below 2^16, as `Slot::epoch` keeps it).
+    /// the epoch whose low 16 bits are `epoch` (a `u64` below 2^16).
     #[inline(always)]
     pub fn exact(epoch: u64) -> Header {
         debug_assert!(epoch <= u16::MAX as u64);
         Header(EXACT | epoch)
+    }
+
+    /// The header whose bits are `bits` (from `to_bits`).
+    #[inline(always)]
+    pub fn from_bits(bits: u64) -> Header {
+        Header(bits)
+    }
+
+    /// The header's bits, as written in front of a block.
+    pub fn to_bits(self) -> u64 {
+        self.0
     }
 
     /// This header with a call site and a tag (`self` has neither).
@@ -63,7 +74,7 @@ impl Header {
         (self.0 >> SITE_SHIFT) as u32
     }
 
-    /// Low 16 bits of the checkpoint epoch the block was born in (a `u64`, as `Slot::epoch`).
+    /// Low 16 bits of the checkpoint epoch the block was born in.
     #[inline(always)]
     pub fn epoch(self) -> u64 {
         self.0 & u16::MAX as u64
@@ -117,7 +128,7 @@ impl Header {
     pub unsafe fn write(self, user: *mut u8) {
         // SAFETY: the caller guarantees the 8 bytes before `user` are the block's prefix; the
         // write is unaligned-safe.
-        unsafe { (user.sub(HEADER_SIZE) as *mut u64).write_unaligned(self.0) }
+        unsafe { (user.sub(HEADER_SIZE) as *mut u64).write_unaligned(self.to_bits()) }
     }
 
     /// Reads the header just before `user`.
@@ -127,7 +138,7 @@ impl Header {
     #[inline]
     pub unsafe fn read(user: *const u8) -> Header {
         // SAFETY: as for `write`.
-        Header(unsafe { (user.sub(HEADER_SIZE) as *const u64).read_unaligned() })
+        Header::from_bits(unsafe { (user.sub(HEADER_SIZE) as *const u64).read_unaligned() })
     }
 }
 

@@ -22,6 +22,7 @@ use std::sync::atomic::{
 
 use serde::{Deserialize, Serialize};
 
+use crate::header::Header;
 use crate::sizeclass::{class_of, NUM_CLASSES, SMALL_MAX};
 
 /// Thread slots, slot 0 being the shared one.
@@ -183,10 +184,11 @@ pub struct SiteCounts {
 
 /// One thread's counters.
 pub struct Slot {
-    /// The low 16 bits of the current checkpoint epoch, as a header keeps them: a copy in every
-    /// slot in use (see `advance_epoch`), so the fast paths read it next to the thread's counters
-    /// instead of from a global. A whole word, so that it goes into a header without a conversion.
-    epoch: AtomicU64,
+    /// The bits of `Header::exact` for the current checkpoint epoch, the header of a block without
+    /// a call site or a tag born now: kept in every slot in use (see `advance_epoch`), so the fast
+    /// paths read it next to the thread's counters instead of building it from a global. Zero (so
+    /// that `SLOTS` stays in `.bss`) in a slot that was never claimed.
+    bare: AtomicU64,
     claimed: AtomicBool,
     /// Requests of up to `SMALL_MAX` bytes, by exact size.
     sizes: SizeCnts,
@@ -201,7 +203,7 @@ pub struct Slot {
 impl Slot {
     const fn new() -> Self {
         Slot {
-            epoch: AtomicU64::new(0),
+            bare: AtomicU64::new(0),
             claimed: AtomicBool::new(false),
             sizes: SizeCnts::new(),
             classes: [const { Quad::new() }; NUM_CLASSES],
@@ -212,10 +214,21 @@ impl Slot {
         }
     }
 
-    /// The low 16 bits of the current checkpoint epoch (a header's `epoch`), in a word.
+    /// The header of a block without a call site or a tag born now (see `bare`).
+    #[inline(always)]
+    pub fn bare(&self) -> Header {
+        Header::from_bits(self.bare.load(Ordering::Relaxed))
+    }
+
+    /// The low 16 bits of the current checkpoint epoch, as a header keeps them.
     #[inline(always)]
     pub fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Relaxed)
+        self.bare().epoch()
+    }
+
+    fn set_epoch(&self, epoch: u32) {
+        let bare = Header::exact(epoch as u16 as u64);
+        self.bare.store(bare.to_bits(), Ordering::SeqCst);
     }
 
     /// Counts an allocation of `size` bytes under `tag`; `s` when this is the shared slot (atomic
@@ -413,7 +426,7 @@ pub fn claim() -> (u16, &'static Slot) {
 }
 
 /// Number of checkpoints taken so far: blocks record the epoch they were born in. The fast paths
-/// read the copy in their thread's slot (`Slot::epoch`).
+/// read it from their thread's slot (`Slot::bare`).
 static EPOCH: AtomicU32 = AtomicU32::new(0);
 
 /// The current checkpoint epoch.
@@ -421,14 +434,14 @@ pub fn epoch() -> u32 {
     EPOCH.load(Ordering::SeqCst)
 }
 
-/// Starts a new epoch and returns it. The slots in use get it (`Slot::epoch`); a slot claimed
+/// Starts a new epoch and returns it. The slots in use get it (`Slot::bare`); a slot claimed
 /// later takes it when claimed (`adopt_epoch`), so slots never claimed are not touched. The caller
 /// serialises calls, so that the last epoch a slot is given is the newest.
 pub fn advance_epoch() -> u32 {
     let epoch = EPOCH.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
     let high = HIGH.load(Ordering::SeqCst).min(MAX_SLOTS);
     for slot in &SLOTS[..high] {
-        slot.epoch.store(epoch as u16 as u64, Ordering::SeqCst);
+        slot.set_epoch(epoch);
     }
     epoch
 }
@@ -440,7 +453,7 @@ pub fn advance_epoch() -> u32 {
 fn adopt_epoch(slot: &Slot) {
     loop {
         let epoch = EPOCH.load(Ordering::SeqCst);
-        slot.epoch.store(epoch as u16 as u64, Ordering::SeqCst);
+        slot.set_epoch(epoch);
         if EPOCH.load(Ordering::SeqCst) == epoch {
             return;
         }

@@ -413,7 +413,7 @@ pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
             }
             let tag = st.tag_through(door);
             st.commit_alloc(slot, size, bytes, tag, None);
-            Some(Header::exact(slot.epoch()).with(0, tag))
+            Some(slot.bare().with(0, tag))
         })
         .ok()
         .flatten()
@@ -447,11 +447,11 @@ pub fn alloc_exact(size: usize, depth: usize) -> Result<Header, Option<u32>> {
     };
     let tag = st.tag.get();
     st.commit_alloc(slot, size, bytes, tag, counters);
-    Ok(Header::exact(slot.epoch()).with(site, tag))
+    Ok(slot.bare().with(site, tag))
 }
 
 /// The inlined path of freeing a block of `size` bytes without a call site or a scope tag,
-/// counted with exact weights and born in the current epoch (`h` is `Header::exact` of it):
+/// counted with exact weights and born in the current epoch (`h` is the slot's `bare` header):
 /// counts it and returns `true`, or returns `false` having changed nothing when `h` is any other
 /// header or the general path must run (as for `fast_alloc`, or when the fall in live bytes must
 /// be folded into the global figure).
@@ -459,8 +459,8 @@ pub fn alloc_exact(size: usize, depth: usize) -> Result<Header, Option<u32>> {
 pub fn fast_free(h: Header, size: usize) -> bool {
     // One compare checks the magic bits, that the block is bare, and that it is young (the
     // general path counts old blocks).
-    fast_free_with(h, size, Door::Plain, |_, epoch| {
-        (h == Header::exact(epoch)).then_some((None, true))
+    fast_free_with(h, size, Door::Plain, |_, bare| {
+        (h == bare).then_some((None, true))
     })
 }
 
@@ -468,8 +468,8 @@ pub fn fast_free(h: Header, size: usize) -> bool {
 /// which is counted at the site too; `false` also when the site's counters are not allocated yet.
 #[inline(always)]
 pub fn fast_free_sited(h: Header, size: usize) -> bool {
-    fast_free_with(h, size, Door::Plain, |slot, epoch| {
-        let young = h.epoch() == epoch;
+    fast_free_with(h, size, Door::Plain, |slot, bare| {
+        let young = h.epoch() == bare.epoch();
         slot.site_ready(h.site()).map(|c| (Some(c), young))
     })
 }
@@ -479,8 +479,8 @@ pub fn fast_free_sited(h: Header, size: usize) -> bool {
 /// not allocated yet.
 #[inline(always)]
 pub fn fast_free_exact(h: Header, size: usize) -> bool {
-    fast_free_with(h, size, Door::Scoped, |slot, epoch| {
-        let young = h.epoch() == epoch;
+    fast_free_with(h, size, Door::Scoped, |slot, bare| {
+        let young = h.epoch() == bare.epoch();
         match h.site() {
             0 => Some((None, young)),
             site => slot.site_ready(site).map(|c| (Some(c), young)),
@@ -488,7 +488,7 @@ pub fn fast_free_exact(h: Header, size: usize) -> bool {
     })
 }
 
-/// The body of the fast frees: `site`, given the slot and the current epoch, gives the block's
+/// The body of the fast frees: `site`, given the slot and its `bare` header, gives the block's
 /// site counters (`None`: no site) and whether it is young, or `None` when the general path must
 /// run. Through `Door::Plain` the block has no tag.
 #[inline(always)]
@@ -496,7 +496,7 @@ fn fast_free_with(
     h: Header,
     size: usize,
     door: Door,
-    site: impl FnOnce(&'static Slot, u64) -> Option<(Option<&'static SiteCnt>, bool)>,
+    site: impl FnOnce(&'static Slot, Header) -> Option<(Option<&'static SiteCnt>, bool)>,
 ) -> bool {
     // Borrowed outside `try_with`, whose closure was left out of line in `Tracker::on_free_general`.
     let Some(st) = state() else {
@@ -505,8 +505,7 @@ fn fast_free_with(
     let Some((slot, bytes)) = st.open_for_free(door, size) else {
         return false;
     };
-    let epoch = slot.epoch();
-    let Some((counters, young)) = site(slot, epoch) else {
+    let Some((counters, young)) = site(slot, slot.bare()) else {
         return false;
     };
     st.pending_bytes.set(bytes);
