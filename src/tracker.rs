@@ -151,20 +151,6 @@ impl<A: GlobalAlloc> Tracker<A> {
         unsafe { self.place(layout.size(), header::prefix(layout.align()), inner_alloc) }
     }
 
-    /// Hands a block aligned above the header's back to the inner allocator.
-    ///
-    /// # Safety
-    /// `ptr` must be a block of this tracker allocated with `layout`.
-    #[inline(never)]
-    unsafe fn dealloc_aligned(&self, ptr: *mut u8, layout: Layout) {
-        let prefix = header::prefix(layout.align());
-        // SAFETY: as in `dealloc`: `ptr - prefix` is the inner block, allocated with this layout.
-        unsafe {
-            let outer = header::outer_of_allocated(layout.size(), prefix);
-            self.inner.dealloc(ptr.sub(prefix), outer)
-        }
-    }
-
     /// Gets an inner block of `prefix + size` bytes aligned to `prefix`, records it and writes
     /// its header.
     ///
@@ -450,16 +436,12 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
         // header precedes it; `on_free` checks its magic bits.
         let h = unsafe { Header::read(ptr) };
         self.on_free(h, layout.size());
-        // SAFETY: the block was allocated with `layout`, so `outer_layout` accepted it then, and
-        // `ptr - prefix` is the inner block, allocated with that outer layout (for alignments up
-        // to the header's, `prefix` is `HEADER_SIZE`, a constant the inner allocator folds with).
+        // SAFETY: the block was allocated with `layout`, so `outer_for` accepted its size and
+        // prefix then, and `ptr - prefix` is the inner block, allocated with that outer layout.
         unsafe {
-            if layout.align() <= HEADER_SIZE {
-                let outer = header::outer_of_allocated(layout.size(), HEADER_SIZE);
-                self.inner.dealloc(ptr.sub(HEADER_SIZE), outer)
-            } else {
-                self.dealloc_aligned(ptr, layout)
-            }
+            let prefix = header::prefix(layout.align());
+            let outer = header::outer_of_allocated(layout.size(), prefix);
+            self.inner.dealloc(ptr.sub(prefix), outer)
         }
     }
 
