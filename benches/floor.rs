@@ -1,0 +1,214 @@
+//! The floor under the overhead targets: what a per-block header costs by itself, and what each
+//! piece of the tracker's bookkeeping adds to it, as ratios to the inner allocator measured in one
+//! run (`small_churn`, see `common/churn.rs`; paired rounds, see `common/paired.rs`).
+//!
+//! Each stage is a stand-in allocator built here, doing what the tracker's inlined path does with
+//! call sites off, one piece more than the stage before:
+//! - `header`: asks for 8 bytes more, writes a constant header in front, and checks it on free;
+//! - `+ slot pointer`: also loads the thread's slot pointer from a thread-local on every event;
+//! - `+ running peak`: also keeps the thread's pending bytes and blocks, checked against a limit;
+//! - `+ birth step`: the header holds the current epoch, read from the slot, compared on free;
+//! - `+ size counters`: also counts the event in the slot's per-size counter.
+//!
+//! The last rows are `Tracker` itself with call sites off (`tracker_off`, `tracker_pool_off`).
+//! Over `System` and over `Pool`; `Pool again` runs the baseline a second time, as a check.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use heapdelta::{CallSites, Pool, Tracker};
+use paired::Contender;
+
+// Shared with the other benches; this one runs only `small_churn`.
+#[allow(dead_code)]
+#[path = "common/churn.rs"]
+mod churn;
+#[macro_use]
+#[path = "common/handle.rs"]
+mod handle;
+#[path = "common/paired.rs"]
+mod paired;
+use churn::timed_churn;
+
+/// Rounds of each table.
+const ROUNDS: usize = 31;
+/// Operations per timed run.
+const OPS: u64 = 200_000;
+/// Sizes with a counter of their own, as the tracker's (up to 512 B).
+const SIZES: usize = 513;
+const MAGIC: u64 = 0xA1_0000;
+
+/// The stand-ins' counters (one thread runs them).
+struct Slot {
+    epoch: AtomicU64,
+    alloc: [AtomicU64; SIZES],
+    free: [AtomicU64; SIZES],
+}
+
+static SLOT: Slot = Slot {
+    epoch: AtomicU64::new(0),
+    alloc: [const { AtomicU64::new(0) }; SIZES],
+    free: [const { AtomicU64::new(0) }; SIZES],
+};
+
+struct State {
+    slot: Cell<*const Slot>,
+    pending_bytes: Cell<i64>,
+    pending_blocks: Cell<i64>,
+    limit: Cell<i64>,
+}
+
+thread_local! {
+    static STATE: State = const {
+        State {
+            slot: Cell::new(&SLOT),
+            pending_bytes: Cell::new(0),
+            pending_blocks: Cell::new(0),
+            limit: Cell::new(1 << 40),
+        }
+    };
+}
+
+/// A single-threaded counter add, as the tracker's private slots make.
+#[inline(always)]
+fn bump(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+}
+
+/// The stage-`STAGE` stand-in over `inner` (stages 1–5, in the order of the module docs).
+struct Staged<I: 'static, const STAGE: u8>(&'static I);
+
+// SAFETY: every block is the inner allocator's block of `size + 8` bytes (alignment 8), offset by
+// the 8-byte header; `dealloc` hands the inner allocator that same block and layout back. The
+// churn only asks for alignment 8.
+unsafe impl<I: GlobalAlloc, const STAGE: u8> GlobalAlloc for Staged<I, STAGE> {
+    #[inline(always)]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let size = layout.size();
+        // SAFETY: the churn's sizes are at most 64 KiB, so `size + 8` is a valid size.
+        let base = unsafe { self.0.alloc(Layout::from_size_align_unchecked(size + 8, 8)) };
+        if base.is_null() {
+            return base;
+        }
+        let mut header = MAGIC;
+        if STAGE >= 2 {
+            STATE.with(|st| {
+                let slot = st.slot.get();
+                if slot.is_null() {
+                    std::process::abort();
+                }
+                if STAGE >= 3 {
+                    let bytes = st.pending_bytes.get() + size as i64;
+                    if bytes > st.limit.get() {
+                        std::process::abort();
+                    }
+                    st.pending_bytes.set(bytes);
+                    st.pending_blocks.set(st.pending_blocks.get() + 1);
+                }
+                // SAFETY: the pointer is `&SLOT`.
+                let slot = unsafe { &*slot };
+                if STAGE >= 4 {
+                    header |= slot.epoch.load(Ordering::Relaxed);
+                }
+                if STAGE >= 5 {
+                    if let Some(c) = slot.alloc.get(size) {
+                        bump(c);
+                    }
+                }
+            });
+        }
+        // SAFETY: the block has `size + 8` bytes; the header takes the first 8.
+        unsafe {
+            (base as *mut u64).write(header);
+            base.add(8)
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let size = layout.size();
+        // SAFETY: `ptr` came from `alloc`, 8 bytes into the inner block.
+        let (base, header) = unsafe { (ptr.sub(8), (ptr.sub(8) as *const u64).read()) };
+        if header & !0xFFFF != MAGIC {
+            std::process::abort();
+        }
+        if STAGE >= 2 {
+            STATE.with(|st| {
+                let slot = st.slot.get();
+                if slot.is_null() {
+                    std::process::abort();
+                }
+                if STAGE >= 3 {
+                    let bytes = st.pending_bytes.get() - size as i64;
+                    if bytes < -(1 << 40) {
+                        std::process::abort();
+                    }
+                    st.pending_bytes.set(bytes);
+                    st.pending_blocks.set(st.pending_blocks.get() - 1);
+                }
+                // SAFETY: the pointer is `&SLOT`.
+                let slot = unsafe { &*slot };
+                if STAGE >= 4 && header & 0xFFFF != slot.epoch.load(Ordering::Relaxed) {
+                    std::process::abort();
+                }
+                if STAGE >= 5 {
+                    if let Some(c) = slot.free.get(size) {
+                        bump(c);
+                    }
+                }
+            });
+        }
+        // SAFETY: the inner block and layout `alloc` got.
+        unsafe {
+            self.0
+                .dealloc(base, Layout::from_size_align_unchecked(size + 8, 8))
+        }
+    }
+}
+
+static SYSTEM: System = System;
+static POOL: Pool = Pool::new();
+static INNER_POOL: Pool = Pool::new();
+static OFF: Tracker = Tracker::new().call_sites(CallSites::Off);
+static TRACKED_POOL: Tracker<Pool> = Tracker::wrap(Pool::new()).call_sites(CallSites::Off);
+handle!(Off, OFF);
+handle!(TrackedPool, TRACKED_POOL);
+
+fn run(a: &impl GlobalAlloc) -> std::time::Duration {
+    timed_churn(a, false, OPS)
+}
+
+fn main() {
+    println!(
+        "small_churn, stages of the tracker's bookkeeping, paired within each of {ROUNDS} rounds \
+         (median [min–max]):"
+    );
+    paired::print_ratios(
+        "over System",
+        ROUNDS,
+        &[
+            Contender::new("System", &|| run(&SYSTEM), 0),
+            Contender::new("header", &|| run(&Staged::<_, 1>(&SYSTEM)), 0),
+            Contender::new("+ slot pointer", &|| run(&Staged::<_, 2>(&SYSTEM)), 0),
+            Contender::new("+ running peak", &|| run(&Staged::<_, 3>(&SYSTEM)), 0),
+            Contender::new("+ birth step", &|| run(&Staged::<_, 4>(&SYSTEM)), 0),
+            Contender::new("+ size counters", &|| run(&Staged::<_, 5>(&SYSTEM)), 0),
+            Contender::new("tracker_off", &|| run(&Off), 0),
+        ],
+    );
+    paired::print_ratios(
+        "over Pool",
+        ROUNDS,
+        &[
+            Contender::new("Pool", &|| run(&POOL), 0),
+            Contender::new("header", &|| run(&Staged::<_, 1>(&INNER_POOL)), 0),
+            Contender::new("+ slot pointer", &|| run(&Staged::<_, 2>(&INNER_POOL)), 0),
+            Contender::new("+ running peak", &|| run(&Staged::<_, 3>(&INNER_POOL)), 0),
+            Contender::new("+ birth step", &|| run(&Staged::<_, 4>(&INNER_POOL)), 0),
+            Contender::new("+ size counters", &|| run(&Staged::<_, 5>(&INNER_POOL)), 0),
+            Contender::new("tracker_pool_off", &|| run(&TrackedPool), 0),
+            Contender::new("Pool again", &|| run(&POOL), 0),
+        ],
+    );
+}
