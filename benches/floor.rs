@@ -5,7 +5,8 @@
 //! Each stage is a stand-in allocator built here, doing what the tracker's inlined path does with
 //! call sites off, one piece more than the stage before:
 //! - `header`: asks for 8 bytes more, writes a constant header in front, and checks it on free;
-//! - `+ slot pointer`: also loads the thread's slot pointer from a thread-local on every event;
+//! - `+ slot pointer`: also loads the thread's slot pointer from a thread-local and tests it, on
+//!   every event (the tracker folds that test into the running peak's compare);
 //! - `+ running peak`: also keeps the thread's pending bytes and blocks, checked against a limit;
 //! - `+ birth step`: the header holds the current epoch, read from the slot, compared on free;
 //! - `+ size counters`: also counts the event in the slot's per-size counter.

@@ -1,4 +1,5 @@
-//! Checkpoints: the epoch counter, the process-wide timeline, and the global queries.
+//! Checkpoints: the process-wide timeline and the global queries (the epoch counter they advance
+//! is in `stats`).
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
@@ -68,10 +69,12 @@ pub fn checkpoint(label: impl Into<String>) -> Delta {
         let owned: String = label;
         thread::untracked(|| owned.as_str().to_owned())
     };
-    let snap = Snapshot::take(Some(label), true);
     thread::untracked(|| {
         let mut tl = timeline_lock();
-        // Under the lock, so that concurrent checkpoints leave every slot with the newest epoch.
+        // The snapshot and the new epoch under one lock, back to back: blocks born between the
+        // two would count in the new step with the old epoch, and concurrent checkpoints leave
+        // every slot with the newest epoch and the timeline in their order.
+        let snap = Snapshot::take(Some(label), true);
         stats::advance_epoch();
         let delta = match tl.last() {
             Some(prev) => snap.since(prev),

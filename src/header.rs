@@ -91,7 +91,7 @@ impl Header {
     }
 
     /// Whether the block is counted with exact weights (not sampled), has no scope tag and valid
-    /// magic bits: the blocks whose frees the fast path handles.
+    /// magic bits: with a call site, the blocks whose frees the inlined sited path handles.
     #[inline(always)]
     pub fn is_plain(self) -> bool {
         self.0 as u32 >> FLAGS_SHIFT == (EXACT >> FLAGS_SHIFT) as u32

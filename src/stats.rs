@@ -187,7 +187,9 @@ pub struct Slot {
     /// The bits of `Header::exact` for the current checkpoint epoch, the header of a block without
     /// a call site or a tag born now: kept in every slot in use (see `advance_epoch`), so the fast
     /// paths read it next to the thread's counters instead of building it from a global. Zero (so
-    /// that `SLOTS` stays in `.bss`) in a slot that was never claimed.
+    /// that `SLOTS` stays in `.bss`) until the slot is first in use: claimed, or, for the shared
+    /// slot 0, at the first checkpoint (zero is the header of no block, and its epoch bits are
+    /// those of epoch 0, the current one until then).
     bare: AtomicU64,
     claimed: AtomicBool,
     /// Requests of up to `SMALL_MAX` bytes, by exact size.
@@ -434,9 +436,10 @@ pub fn epoch() -> u32 {
     EPOCH.load(Ordering::SeqCst)
 }
 
-/// Starts a new epoch and returns it. The slots in use get it (`Slot::bare`); a slot claimed
-/// later takes it when claimed (`adopt_epoch`), so slots never claimed are not touched. The caller
-/// serialises calls, so that the last epoch a slot is given is the newest.
+/// Starts a new epoch and returns it. The slots up to `HIGH` (the shared one and every one ever
+/// claimed) get it (`Slot::bare`); a slot claimed later takes it when claimed (`adopt_epoch`), so
+/// slots never claimed are not touched. The caller serialises calls, so that the last epoch a slot
+/// is given is the newest.
 pub fn advance_epoch() -> u32 {
     let epoch = EPOCH.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
     let high = HIGH.load(Ordering::SeqCst).min(MAX_SLOTS);
@@ -447,9 +450,10 @@ pub fn advance_epoch() -> u32 {
 }
 
 /// Gives a slot just claimed (and counted in `HIGH`) the current epoch. A concurrent
-/// `advance_epoch` either sees the slot in `HIGH` and sets it, or ran before the slot was counted,
-/// in which case the epoch read here is its own or newer; should this store land after that
-/// function's, the second read sees the newer epoch, and the loop stores it again.
+/// `advance_epoch` either sees the slot in `HIGH` and sets it, or read `HIGH` before the slot was
+/// counted, in which case the epoch read here is its own or newer; should this store land after
+/// that function's, the second read sees the newer epoch, and the loop stores it again. (It loops
+/// again only while checkpoints keep landing in between.)
 fn adopt_epoch(slot: &Slot) {
     loop {
         let epoch = EPOCH.load(Ordering::SeqCst);

@@ -7,11 +7,12 @@
 //! safe to re-enter. Counting an event never allocates, so the plain counting path does not need
 //! the guard.
 //!
-//! The fast paths test a single pointer: the thread's slot, kept non-null only while the thread
-//! owns a private slot, is not inside heapdelta, and `HEAPDELTA` (once read) does not override the
-//! trackers' settings. There are two such pointers, the two `Door`s. `fast` is also closed inside
-//! a scope, so the inlined paths (`fast_alloc`, `fast_free` and `fast_free_sited` through
-//! `Door::Plain`) never see a tag. `direct` is not, and the out-of-line paths count tags: those
+//! The fast paths open with a single pointer: the thread's slot, kept non-null only while the
+//! thread owns a private slot, is not inside heapdelta, and `HEAPDELTA` (once read) does not
+//! override the trackers' settings. There are two such pointers, the two `Door`s. `fast` is also
+//! closed inside a scope, so the inlined paths (`fast_alloc`, `fast_free` and `fast_free_sited`
+//! through `Door::Plain`) never see a tag; they do not test it themselves, but the bounds
+//! `fast_limit` and `fast_floor`, which no event passes while it is null. `direct` is not, and the out-of-line paths count tags: those
 //! through `Door::Scoped` (allocations in a scope, frees of tagged blocks or of blocks with a site
 //! freed in a scope), `alloc_exact`, and `fast`, which runs any recording step. Everything
 //! else (the first event of a thread, nested events, teardown, the shared slot, an override) goes
@@ -38,11 +39,12 @@ struct State {
     pending_bytes: Cell<i64>,
     pending_blocks: Cell<i64>,
     limit: Cell<i64>,
-    /// `limit` while `fast` is open, `i64::MIN` while it is closed, so that the inlined
-    /// allocation path checks both with one compare (kept so by `sync_fast_bounds`).
+    /// `limit + 1` while `fast` is open, `i64::MIN` while it is closed, so that the inlined
+    /// allocation path checks both with one compare, `bytes < fast_limit`, which no value passes
+    /// while `fast` is closed (kept so by `sync_fast_bounds`).
     fast_limit: Cell<i64>,
     /// `stats::FLUSH_FLOOR` while `fast` is open, `i64::MAX` while it is closed: the inlined free
-    /// path's one compare, as `fast_limit` is the allocation path's.
+    /// path's one compare, `bytes > fast_floor`, which no value passes while `fast` is closed.
     fast_floor: Cell<i64>,
     tag: Cell<u8>,
     /// Only ever borrowed for one call of `Sampler::sample` or `Sampler::skip` (from
@@ -127,8 +129,12 @@ impl State {
     /// Sets `fast_limit` and `fast_floor` from `fast` and `limit`; called whenever either changes.
     fn sync_fast_bounds(&self) {
         let open = !self.fast.get().is_null();
-        self.fast_limit
-            .set(if open { self.limit.get() } else { i64::MIN });
+        // `limit` is at most `FLUSH_BYTES`, so the sum cannot overflow; saturating all the same.
+        self.fast_limit.set(if open {
+            self.limit.get().saturating_add(1)
+        } else {
+            i64::MIN
+        });
         self.fast_floor
             .set(if open { stats::FLUSH_FLOOR } else { i64::MAX });
     }
@@ -140,13 +146,14 @@ impl State {
         let bytes = self.pending_bytes.get().wrapping_add(size as i64);
         let slot = match door {
             Door::Plain => {
-                if bytes > self.fast_limit.get() {
+                if bytes >= self.fast_limit.get() {
                     return None;
                 }
                 let fast = self.fast.get();
-                // SAFETY: `fast_limit` is `i64::MIN`, which no sum exceeds, whenever `fast` is
-                // null (`sync_fast_bounds` runs at every change of either). Said to the compiler,
-                // which would otherwise test the pointer again to build the `Option`.
+                // SAFETY: whenever `fast` is null, `fast_limit` is `i64::MIN`, which no value is
+                // below (`sync_fast_bounds` runs at every change of either), so we returned above.
+                // Said to the compiler, which would otherwise test the pointer again to build the
+                // `Option`.
                 unsafe { std::hint::assert_unchecked(!fast.is_null()) };
                 fast
             }
@@ -173,8 +180,8 @@ impl State {
                     return None;
                 }
                 let fast = self.fast.get();
-                // SAFETY: as in `open_for_alloc`: `fast_floor` is `i64::MAX`, above every
-                // difference, whenever `fast` is null.
+                // SAFETY: as in `open_for_alloc`: whenever `fast` is null, `fast_floor` is
+                // `i64::MAX`, which no value is above.
                 unsafe { std::hint::assert_unchecked(!fast.is_null()) };
                 fast
             }

@@ -275,9 +275,10 @@ impl<A: GlobalAlloc> Tracker<A> {
         }
     }
 
-    /// `on_free` when the inlined path does not apply. A block with a call site or a scope tag, or
-    /// one freed in a scope, takes the same fast path through the door scopes leave open; the
-    /// rest is `on_free_record`, a function of its own so that this one stays small.
+    /// `on_free` when the inlined path does not apply. A block with a call site or a scope tag, one
+    /// born in an earlier step, or one freed in a scope, takes the same fast path through the door
+    /// scopes leave open; the rest is `on_free_record`, a function of its own so that this one
+    /// stays small.
     #[inline(never)]
     fn on_free_general(&self, h: Header, size: usize) {
         if !(h.is_exact() && thread::fast_free_exact(h, size)) {
