@@ -24,6 +24,13 @@ fn start() -> &'static (Instant, u64) {
     })
 }
 
+/// Wall-clock time now, in nanoseconds since the Unix epoch (0 for a clock set before it).
+pub(crate) fn unix_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 /// An id for this process, so snapshots from other runs are recognised.
 pub(crate) fn run_id() -> u64 {
     start().1

@@ -210,6 +210,8 @@ pub struct Delta {
     pub(crate) pool: Option<PoolStats>,
     /// Seconds between the two snapshots.
     pub(crate) seconds: f64,
+    /// Wall-clock time of the later snapshot, in nanoseconds since the Unix epoch (0: not known).
+    pub(crate) unix_nanos: u64,
 }
 
 fn diff(after: &Counts, before: &Counts) -> Counts {
@@ -305,6 +307,7 @@ impl Delta {
             types: OnceLock::new(),
             pool: b.pool.clone(),
             seconds: (b.seconds - a.seconds).max(0.0),
+            unix_nanos: b.unix_nanos,
         }
     }
 

@@ -87,6 +87,10 @@ pub struct Snapshot {
     pub(crate) run: u64,
     /// Seconds since the process's first snapshot or allocation record.
     pub(crate) seconds: f64,
+    /// Wall-clock time it was taken, in nanoseconds since the Unix epoch (0: not known, as in
+    /// files written before it was kept).
+    #[serde(default)]
+    pub(crate) unix_nanos: u64,
     pub(crate) totals: Totals,
     /// Frees of blocks born in the epoch they were freed in: (blocks, bytes).
     pub(crate) young_free: (u64, u64),
@@ -146,6 +150,7 @@ impl Snapshot {
             checkpoint: false,
             run: checkpoint::run_id(),
             seconds: 0.0,
+            unix_nanos: 0,
             totals: Totals::default(),
             young_free: (0, 0),
             classes: Vec::new(),
@@ -222,6 +227,7 @@ impl Snapshot {
             checkpoint: closes_epoch,
             run: checkpoint::run_id(),
             seconds: checkpoint::seconds(),
+            unix_nanos: checkpoint::unix_nanos(),
             totals: Totals {
                 live_bytes,
                 live_blocks,

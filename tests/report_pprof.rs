@@ -22,6 +22,10 @@ struct Profile {
     function: Vec<Function>,
     #[prost(string, repeated, tag = "6")]
     string_table: Vec<String>,
+    #[prost(int64, tag = "9")]
+    time_nanos: i64,
+    #[prost(int64, tag = "10")]
+    duration_nanos: i64,
     #[prost(message, optional, tag = "11")]
     period_type: Option<ValueType>,
     #[prost(int64, tag = "14")]
@@ -167,6 +171,57 @@ fn a_snapshot_profile_decodes_to_the_snapshot_totals() {
     assert_eq!(p.total("inuse_objects"), s.totals().live_blocks as i64);
     assert_eq!(p.total("alloc_space"), s.totals().total_bytes as i64);
     assert_eq!(p.total("alloc_objects"), s.totals().total_blocks as i64);
+}
+
+/// Wall-clock time now, in nanoseconds since the Unix epoch.
+fn now_nanos() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970");
+    i64::try_from(since.as_nanos()).expect("before 2262")
+}
+
+fn profile_of(write: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> Profile {
+    let mut out = Vec::new();
+    write(&mut out).unwrap();
+    decode(&out)
+}
+
+#[test]
+fn a_snapshot_profile_covers_the_time_from_the_start_to_the_snapshot() {
+    let before = now_nanos();
+    let s = heapdelta::snapshot();
+    let after = now_nanos();
+    let p = profile_of(|out| s.write_pprof_to(out));
+    assert!(p.time_nanos > 0 && p.duration_nanos >= 0);
+    let end = p.time_nanos + p.duration_nanos;
+    assert!(
+        before <= end && end <= after,
+        "{before} <= {end} <= {after}"
+    );
+}
+
+#[test]
+fn a_delta_profile_starts_at_the_earlier_snapshot() {
+    let before = now_nanos();
+    let a = heapdelta::snapshot();
+    let after = now_nanos();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let p = profile_of(|out| heapdelta::snapshot().since(&a).write_pprof_to(out));
+    assert!(p.duration_nanos >= 20_000_000, "{}", p.duration_nanos);
+    // The start is the later snapshot's wall-clock time less the window measured on the
+    // monotonic clock: the earlier snapshot's time, to within the two clocks' drift.
+    let slack = 1_000_000;
+    assert!(
+        before - slack <= p.time_nanos && p.time_nanos <= after + slack,
+        "{before} <= {} <= {after}",
+        p.time_nanos
+    );
+}
+
+#[test]
+fn a_snapshot_from_a_file_without_a_time_gives_a_profile_without_one() {
+    assert_eq!(snapshot_profile().time_nanos, 0);
 }
 
 #[test]

@@ -28,6 +28,8 @@ struct Profile {
     function: Vec<Function>,
     #[prost(string, repeated, tag = "6")]
     string_table: Vec<String>,
+    #[prost(int64, tag = "9")]
+    time_nanos: i64,
     #[prost(int64, tag = "10")]
     duration_nanos: i64,
     #[prost(message, optional, tag = "11")]
@@ -174,9 +176,31 @@ impl Builder {
     }
 }
 
+/// When the figures were counted: the window ending at `end_unix_nanos` (wall clock, 0: not
+/// known) and lasting `seconds`.
+struct Window {
+    seconds: f64,
+    end_unix_nanos: u64,
+}
+
+impl Window {
+    fn duration_nanos(&self) -> i64 {
+        (self.seconds * 1e9) as i64
+    }
+
+    /// The window's start in nanoseconds since the Unix epoch, as pprof's `time_nanos`; 0 (not
+    /// written) when the end is not known.
+    fn start_nanos(&self) -> i64 {
+        match i64::try_from(self.end_unix_nanos) {
+            Ok(0) | Err(_) => 0,
+            Ok(end) => end.saturating_sub(self.duration_nanos()).max(0),
+        }
+    }
+}
+
 /// The profile of per-site figures: allocations (count and bytes) and live or grown (count and
 /// bytes, negative where a delta's site shrank).
-fn build(sites: &[SiteFigures], seconds: f64, comment: &str) -> Profile {
+fn build(sites: &[SiteFigures], window: Window, comment: &str) -> Profile {
     let mut b = Builder::new();
     let value_type = |b: &mut Builder, t: &str, unit: &str| ValueType {
         r#type: b.string(t),
@@ -232,7 +256,8 @@ fn build(sites: &[SiteFigures], seconds: f64, comment: &str) -> Profile {
         location: b.locations,
         function: b.functions,
         string_table: b.strings,
-        duration_nanos: (seconds * 1e9) as i64,
+        time_nanos: window.start_nanos(),
+        duration_nanos: window.duration_nanos(),
         period_type: Some(period_type),
         period: 1,
         comment: vec![comment],
@@ -251,7 +276,10 @@ impl Snapshot {
     /// Writes the snapshot as a pprof profile (gzipped `profile.proto`, feature `pprof`) with
     /// the sample types `alloc_objects`, `alloc_space` (everything allocated so far),
     /// `inuse_objects` and `inuse_space` (live now), per call site, so `go tool pprof`,
-    /// Pyroscope and Parca read it. Each sample carries a `type` label: the allocated type.
+    /// Pyroscope and Parca read it. Each sample carries a `type` label: the allocated type. The
+    /// profile's time and duration are those of the window its allocations were counted in, from
+    /// heapdelta's start to the snapshot (no time for a snapshot read from a file written before
+    /// snapshots kept theirs).
     ///
     /// ```
     /// let path = std::env::temp_dir().join("heapdelta-doc.pb.gz");
@@ -278,14 +306,19 @@ impl Snapshot {
             Some(label) => format!("heapdelta snapshot {label:?}"),
             None => "heapdelta snapshot".to_string(),
         };
-        write_gzipped(&build(&snapshot_sites(self), self.seconds, &comment), w)
+        let window = Window {
+            seconds: self.seconds,
+            end_unix_nanos: self.unix_nanos,
+        };
+        write_gzipped(&build(&snapshot_sites(self), window, &comment), w)
     }
 }
 
 impl Delta {
     /// Writes the growth as a pprof profile (feature `pprof`): `alloc_objects`/`alloc_space`
     /// count what was allocated in the window, `inuse_objects`/`inuse_space` the change in live
-    /// blocks and bytes (negative where a site shrank, as in `pprof -diff_base`).
+    /// blocks and bytes (negative where a site shrank, as in `pprof -diff_base`). The profile's
+    /// time is the window's start, and its duration the window's length.
     ///
     /// ```
     /// let step = heapdelta::checkpoint("step 1");
@@ -310,6 +343,10 @@ impl Delta {
     /// ```
     pub fn write_pprof_to(&self, w: impl Write) -> io::Result<()> {
         let comment = format!("heapdelta growth {}", self.window_name());
-        write_gzipped(&build(&delta_sites(self), self.seconds, &comment), w)
+        let window = Window {
+            seconds: self.seconds,
+            end_unix_nanos: self.unix_nanos,
+        };
+        write_gzipped(&build(&delta_sites(self), window, &comment), w)
     }
 }
