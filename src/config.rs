@@ -130,24 +130,44 @@ pub(crate) fn static_settings_hold() -> bool {
     STATE.load(Ordering::Acquire) == 2 && OVERRIDE.load(Ordering::Relaxed) == 0
 }
 
+/// The mean of the sampling the tracker records call sites with, plus one (0: not sampled, or no
+/// event recorded yet); set by `effective`, which every thread's first event calls.
+static SAMPLED_MEAN: AtomicU64 = AtomicU64::new(0);
+
 /// The call-site mode and depth to use: the tracker's static ones unless `HEAPDELTA` overrides
 /// them.
 #[inline]
 pub(crate) fn effective(mode: CallSites, depth: usize) -> (CallSites, usize) {
     let packed = OVERRIDE.load(Ordering::Relaxed);
-    if packed == 0 {
-        return (mode, depth);
-    }
-    let mode = match packed & 3 {
-        1 => CallSites::Exact,
-        2 => CallSites::Off,
-        3 => CallSites::Sampled {
-            mean_bytes: packed >> 9,
-        },
-        _ => mode,
+    let (mode, depth) = if packed == 0 {
+        (mode, depth)
+    } else {
+        let mode = match packed & 3 {
+            1 => CallSites::Exact,
+            2 => CallSites::Off,
+            3 => CallSites::Sampled {
+                mean_bytes: packed >> 9,
+            },
+            _ => mode,
+        };
+        let d = ((packed >> 2) & 0x7F) as usize;
+        (mode, if d == 0 { depth } else { d })
     };
-    let d = ((packed >> 2) & 0x7F) as usize;
-    (mode, if d == 0 { depth } else { d })
+    let mean = match mode {
+        CallSites::Sampled { mean_bytes } => mean_bytes.saturating_add(1),
+        _ => 0,
+    };
+    // Written only when it changes: every event under an override comes here.
+    if SAMPLED_MEAN.load(Ordering::Relaxed) != mean {
+        SAMPLED_MEAN.store(mean, Ordering::Relaxed);
+    }
+    (mode, depth)
+}
+
+/// The mean of the sampling in effect, in bytes, when call sites are sampled: per-site figures
+/// are then estimates.
+pub(crate) fn sampled_mean() -> Option<u64> {
+    SAMPLED_MEAN.load(Ordering::Relaxed).checked_sub(1)
 }
 
 fn pack(config: &Config) -> u64 {

@@ -212,6 +212,8 @@ pub struct Delta {
     pub(crate) seconds: f64,
     /// Wall-clock time of the later snapshot, in nanoseconds since the Unix epoch (0: not known).
     pub(crate) unix_nanos: u64,
+    /// The sampling mean in bytes when the call-site figures are sampled estimates.
+    pub(crate) sampled_mean: Option<u64>,
 }
 
 fn diff(after: &Counts, before: &Counts) -> Counts {
@@ -308,6 +310,7 @@ impl Delta {
             pool: b.pool.clone(),
             seconds: (b.seconds - a.seconds).max(0.0),
             unix_nanos: b.unix_nanos,
+            sampled_mean: b.sampled_mean,
         }
     }
 

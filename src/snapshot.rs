@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::callsite::{self, Site, SiteId};
 use crate::checkpoint;
+use crate::config;
 use crate::diff::Delta;
 use crate::pool::{pool_stats, PoolStats};
 use crate::scope;
@@ -91,6 +92,9 @@ pub struct Snapshot {
     /// files written before it was kept).
     #[serde(default)]
     pub(crate) unix_nanos: u64,
+    /// The sampling mean in bytes when the call-site figures are sampled estimates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sampled_mean: Option<u64>,
     pub(crate) totals: Totals,
     /// Frees of blocks born in the epoch they were freed in: (blocks, bytes).
     pub(crate) young_free: (u64, u64),
@@ -151,6 +155,7 @@ impl Snapshot {
             run: checkpoint::run_id(),
             seconds: 0.0,
             unix_nanos: 0,
+            sampled_mean: None,
             totals: Totals::default(),
             young_free: (0, 0),
             classes: Vec::new(),
@@ -228,6 +233,7 @@ impl Snapshot {
             run: checkpoint::run_id(),
             seconds: checkpoint::seconds(),
             unix_nanos: checkpoint::unix_nanos(),
+            sampled_mean: config::sampled_mean(),
             totals: Totals {
                 live_bytes,
                 live_blocks,

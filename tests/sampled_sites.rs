@@ -54,3 +54,42 @@ fn a_sampled_site_estimate_is_within_five_percent_and_totals_stay_exact() {
         error * 100.0
     );
 }
+
+/// Keeps 16 MiB in 1 KiB blocks: about 32 samples at a 512 KiB mean.
+#[inline(never)]
+fn keep_sixteen_mib() -> Vec<Vec<u8>> {
+    (0..16 * 1024).map(|_| vec![1u8; 1024]).collect()
+}
+
+#[test]
+fn a_sampled_step_says_its_site_figures_are_estimates() {
+    let (kept, delta) = heapdelta::measure(keep_sixteen_mib);
+    let text = delta.to_string();
+    assert!(
+        text.contains("call sites sampled about once per 512.0 KiB: their figures are estimates"),
+        "{text}"
+    );
+    drop(kept);
+}
+
+#[cfg(feature = "pprof")]
+#[test]
+fn a_sampled_profile_gives_the_sampling_mean_as_its_period() {
+    use prost::Message;
+    use std::io::Read;
+    /// The one field of pprof's `Profile` checked here.
+    #[derive(Clone, PartialEq, Message)]
+    struct Profile {
+        #[prost(int64, tag = "12")]
+        period: i64,
+    }
+    let (kept, delta) = heapdelta::measure(keep_sixteen_mib);
+    let mut gzipped = Vec::new();
+    delta.write_pprof_to(&mut gzipped).unwrap();
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(&gzipped[..])
+        .read_to_end(&mut raw)
+        .unwrap();
+    assert_eq!(Profile::decode(&raw[..]).unwrap().period, 512 * 1024);
+    drop(kept);
+}

@@ -86,6 +86,15 @@ fn two_functions_allocating_in_a_loop_are_two_sites_with_their_names_and_lines()
 }
 
 #[test]
+fn exact_site_figures_are_not_called_estimates() {
+    let mut kept = Vec::with_capacity(100);
+    let (_, delta) = heapdelta::measure(|| load_images(&mut kept));
+    let text = delta.to_string();
+    assert!(text.contains("load_images"), "{text}");
+    assert!(!text.contains("estimates"), "{text}");
+}
+
+#[test]
 fn an_allocation_reached_through_recursion_is_one_site_whatever_the_depth() {
     let mut kept = Vec::with_capacity(10);
     let (line, delta) = heapdelta::measure(|| {

@@ -176,11 +176,12 @@ impl Builder {
     }
 }
 
-/// When the figures were counted: the window ending at `end_unix_nanos` (wall clock, 0: not
-/// known) and lasting `seconds`.
+/// When and how the figures were counted: the window ending at `end_unix_nanos` (wall clock, 0:
+/// not known) and lasting `seconds`; the sampling mean when the sites' figures are estimates.
 struct Window {
     seconds: f64,
     end_unix_nanos: u64,
+    sampled_mean: Option<u64>,
 }
 
 impl Window {
@@ -259,7 +260,10 @@ fn build(sites: &[SiteFigures], window: Window, comment: &str) -> Profile {
         time_nanos: window.start_nanos(),
         duration_nanos: window.duration_nanos(),
         period_type: Some(period_type),
-        period: 1,
+        // As Go's heap profiles: the sampling rate; the values are already scaled estimates.
+        period: window
+            .sampled_mean
+            .map_or(1, |m| i64::try_from(m).unwrap_or(i64::MAX)),
         comment: vec![comment],
         default_sample_type,
     }
@@ -309,6 +313,7 @@ impl Snapshot {
         let window = Window {
             seconds: self.seconds,
             end_unix_nanos: self.unix_nanos,
+            sampled_mean: self.sampled_mean,
         };
         write_gzipped(&build(&snapshot_sites(self), window, &comment), w)
     }
@@ -346,6 +351,7 @@ impl Delta {
         let window = Window {
             seconds: self.seconds,
             end_unix_nanos: self.unix_nanos,
+            sampled_mean: self.sampled_mean,
         };
         write_gzipped(&build(&delta_sites(self), window, &comment), w)
     }

@@ -133,6 +133,13 @@ impl Display for Delta {
             .filter(|s| s.live_bytes > 0)
             .take(TOP)
             .collect();
+        if let (Some(mean), false) = (self.sampled_mean, sites.is_empty()) {
+            writeln!(
+                f,
+                "   call sites sampled about once per {}: their figures are estimates",
+                bytes(mean)
+            )?;
+        }
         for s in &sites {
             let avg = s.allocated_bytes.checked_div(s.allocs).unwrap_or(0);
             let kept = match s.survivors {
