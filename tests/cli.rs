@@ -151,6 +151,39 @@ fn diff_groups_by_class_tag_and_type() {
 }
 
 #[test]
+fn show_and_diff_say_when_site_figures_are_sampled_estimates() {
+    const NOTE: &str = "call sites sampled about once per 512.0 KiB: their figures are estimates";
+    let dir = common::temp_dir("sampled_note");
+    for (name, steps) in [("step1.json", 1), ("step4.json", 4)] {
+        let mut file = common::snapshot(steps);
+        file["sampled_mean"] = (512 * 1024).into();
+        let envelope =
+            serde_json::json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": file});
+        std::fs::write(dir.join(name), envelope.to_string()).unwrap();
+    }
+    let (old, new) = (dir.join("step1.json"), dir.join("step4.json"));
+    let show = heapdelta(["show", arg(&new)]);
+    assert!(show.stdout.contains(NOTE), "{}", show.stdout);
+    for (by, noted) in [
+        ("site", true),
+        ("type", true),
+        ("class", false),
+        ("tag", false),
+    ] {
+        let run = heapdelta(["diff", arg(&old), arg(&new), "--by", by]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(
+            run.stdout.contains(NOTE),
+            noted,
+            "--by {by}: {}",
+            run.stdout
+        );
+    }
+    let exact = heapdelta(["show", arg(&demo("sampled_note_exact").join("step4.json"))]);
+    assert!(!exact.stdout.contains("estimates"), "{}", exact.stdout);
+}
+
+#[test]
 fn diff_top_limits_the_rows() {
     let dir = demo("diff_top");
     let run = heapdelta([

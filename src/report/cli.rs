@@ -25,7 +25,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::diff::Delta;
 use crate::report::json::{read_contents, Contents};
 use crate::report::snapshot_sites;
-use crate::report::text::{bytes, signed, signed_bytes, thousands, OneLine};
+use crate::report::text::{bytes, estimates_note, signed, signed_bytes, thousands, OneLine};
 use crate::snapshot::Snapshot;
 
 #[derive(Parser)]
@@ -274,6 +274,9 @@ fn describe(s: &Snapshot, top: usize) -> String {
         let _ = write!(out, " reserved {} |", bytes(p.bytes_reserved));
     }
     out.push('\n');
+    if let Some(note) = estimates_note(s.sampled_mean) {
+        let _ = writeln!(out, "{note}");
+    }
     let _ = writeln!(
         out,
         "{:>12} {:>10} {:>10}  site",
@@ -347,6 +350,9 @@ fn growth_table(d: &Delta, by: By, top: usize) -> String {
             .collect(),
     };
     let mut out = format!("{}\n", d.summary());
+    if let (By::Site | By::Type, Some(note)) = (by, estimates_note(d.sampled_mean)) {
+        let _ = writeln!(out, "{note}");
+    }
     let _ = writeln!(
         out,
         "{:>12} {:>10} {:>10}  {name}",

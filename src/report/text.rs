@@ -133,12 +133,8 @@ impl Display for Delta {
             .filter(|s| s.live_bytes > 0)
             .take(TOP)
             .collect();
-        if let (Some(mean), false) = (self.sampled_mean, sites.is_empty()) {
-            writeln!(
-                f,
-                "   call sites sampled about once per {}: their figures are estimates",
-                bytes(mean)
-            )?;
+        if let (Some(note), false) = (estimates_note(self.sampled_mean), sites.is_empty()) {
+            writeln!(f, "   {note}")?;
         }
         for s in &sites {
             let avg = s.allocated_bytes.checked_div(s.allocs).unwrap_or(0);
@@ -196,6 +192,17 @@ impl Display for Delta {
 }
 
 /// The never-shrinking-heap view: what the pool keeps reserved, and where the room is.
+/// The line said above call sites whose figures are sampled estimates (`sampled_mean`: the mean
+/// in bytes), or `None` for exact figures.
+pub(crate) fn estimates_note(sampled_mean: Option<u64>) -> Option<String> {
+    sampled_mean.map(|mean| {
+        format!(
+            "call sites sampled about once per {}: their figures are estimates",
+            bytes(mean)
+        )
+    })
+}
+
 pub(crate) fn pool_view(p: &PoolStats) -> String {
     // Saturating: the figures may come from a file, where nothing bounds them.
     let free_of = |c: &ClassStats| c.blocks_available.saturating_mul(c.size as u64);
