@@ -179,8 +179,28 @@ fn show_and_diff_say_when_site_figures_are_sampled_estimates() {
             run.stdout
         );
     }
-    let exact = heapdelta(["show", arg(&demo("sampled_note_exact").join("step4.json"))]);
-    assert!(!exact.stdout.contains("estimates"), "{}", exact.stdout);
+    let checkpoints: Vec<serde_json::Value> = (0..=4)
+        .map(|steps| {
+            let mut c = common::snapshot(steps);
+            c["sampled_mean"] = (512 * 1024).into();
+            c
+        })
+        .collect();
+    let timeline =
+        serde_json::json!({"heapdelta_format": 1, "kind": "timeline", "checkpoints": checkpoints});
+    std::fs::write(dir.join("timeline.json"), timeline.to_string()).unwrap();
+    let show = heapdelta(["show", arg(&dir.join("timeline.json"))]);
+    assert_eq!(
+        show.stdout.lines().nth(1),
+        Some(&*format!("   {NOTE}")),
+        "{}",
+        show.stdout
+    );
+    let exact_dir = demo("sampled_note_exact");
+    for file in ["step4.json", "timeline.json"] {
+        let exact = heapdelta(["show", arg(&exact_dir.join(file))]);
+        assert!(!exact.stdout.contains("estimates"), "{}", exact.stdout);
+    }
 }
 
 #[test]

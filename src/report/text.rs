@@ -245,6 +245,10 @@ impl Display for Timeline {
                 "growing at every step (last {} steps):",
                 growing[0].steps
             )?;
+            let sampled = self.checkpoints.last().and_then(|c| c.sampled_mean);
+            if let Some(note) = estimates_note(sampled) {
+                writeln!(f, "   {note}")?;
+            }
             for g in &growing {
                 writeln!(
                     f,
