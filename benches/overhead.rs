@@ -8,8 +8,8 @@
 //! Allocators: `System`; two counter-only peers in the ratio table, `cap` (one global atomic: the
 //! live bytes) and `stats_alloc` (global atomic counters of blocks and bytes), neither keeping
 //! per-block data; `Tracker` over `System` with call sites off, exact, and sampled
-//! (512 KiB); `Pool`, and `Tracker<Pool>` with call sites off and `stats_alloc` over `Pool`
-//! (their ratios are to `Pool`).
+//! (512 KiB); `Pool`, and `Tracker<Pool>` and `Tracker<&Pool>` (`tracker_ref_pool`) with call
+//! sites off and `stats_alloc` over `Pool` (their ratios are to `Pool`).
 //! After criterion's report, a table of ratios is printed: each comes from rounds in which the
 //! allocator and its baseline run back to back, so the machine's load drifts hit both alike.
 
@@ -42,11 +42,15 @@ static CAP: cap::Cap<System> = cap::Cap::new(System, usize::MAX);
 
 static POOL: Pool = Pool::new();
 static TRACKED_POOL: Tracker<Pool> = Tracker::wrap(Pool::new()).call_sites(CallSites::Off);
+/// The cheaper way to track a pool: a reference to one in a static of its own (see `Pool`).
+static REF_POOL: Pool = Pool::new();
+static TRACKED_REF_POOL: Tracker<&Pool> = Tracker::wrap(&REF_POOL).call_sites(CallSites::Off);
 
 handle!(Off, OFF);
 handle!(Exact, EXACT);
 handle!(Sampled, SAMPLED);
 handle!(TrackedPool, TRACKED_POOL);
+handle!(TrackedRefPool, TRACKED_REF_POOL);
 
 fn bench_allocator<A: GlobalAlloc + Sync>(c: &mut Criterion, name: &str, a: &'static A) {
     let mut g = c.benchmark_group("small_churn");
@@ -106,6 +110,7 @@ fn paired_ratios() {
                 Contender::new("tracker_sampled", &|| $run(&Sampled), 0),
                 Contender::new("pool", &|| $run(&POOL), 0),
                 Contender::new("tracker_pool_off", &|| $run(&TrackedPool), 6),
+                Contender::new("tracker_ref_pool", &|| $run(&TrackedRefPool), 6),
                 Contender::new("stats_alloc<Pool>", &|| $run(peer_pool), 6),
             ]
         };

@@ -211,6 +211,8 @@ pub struct Delta {
     /// Seconds between the two snapshots.
     pub(crate) seconds: f64,
     /// Wall-clock time of the later snapshot, in nanoseconds since the Unix epoch (0: not known).
+    /// Read by the pprof writer.
+    #[cfg_attr(not(feature = "pprof"), allow(dead_code))]
     pub(crate) unix_nanos: u64,
     /// The sampling mean in bytes when the call-site figures are sampled estimates.
     pub(crate) sampled_mean: Option<u64>,

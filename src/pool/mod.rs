@@ -583,6 +583,54 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
     }
 }
 
+/// A reference to a pool allocates from that pool. This lets a tracker wrap a pool kept in a
+/// static of its own, and that is the cheaper way to track one. A `Pool` holds atomics, so a
+/// static containing one is not read-only, and the compiler cannot treat the tracker's settings
+/// in `Tracker<Pool>` as constants. `Tracker<&Pool>` holds only a reference and its settings, so
+/// they fold away. Small churn measured 1.30× `Pool` with the reference, against 1.33–1.36× by
+/// value, in paired runs.
+///
+/// ```
+/// use heapdelta::{CallSites, Pool, Tracker};
+///
+/// static POOL: Pool = Pool::new();
+/// #[global_allocator]
+/// static GLOBAL: Tracker<&Pool> = Tracker::wrap(&POOL).call_sites(CallSites::Off);
+///
+/// fn main() {
+///     let v = vec![0u8; 100];
+///     assert!(POOL.stats().bytes_in_use >= 100);
+///     drop(v);
+/// }
+/// ```
+// SAFETY: every call is forwarded unchanged to the pool, whose own implementation upholds the
+// `GlobalAlloc` contract.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for &Pool<A> {
+    #[inline(always)]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { (**self).alloc(layout) }
+    }
+
+    #[inline(always)]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { (**self).alloc_zeroed(layout) }
+    }
+
+    #[inline(always)]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { (**self).dealloc(ptr, layout) }
+    }
+
+    #[inline(always)]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { (**self).realloc(ptr, layout, new_size) }
+    }
+}
+
 /// Dropping a pool returns every arena and all metadata to the inner allocator; blocks still
 /// in use become invalid, as with any allocator that goes away.
 impl<A: GlobalAlloc> Drop for Pool<A> {
