@@ -77,11 +77,16 @@ impl Default for Tracker<System> {
 }
 
 impl<A: GlobalAlloc> Tracker<A> {
-    /// A tracker over `inner`, e.g. a [`Pool`](crate::Pool):
+    /// A tracker over `inner`, e.g. a [`Pool`](crate::Pool), or, for less overhead, a reference
+    /// to a pool kept in a static of its own (the tracker's settings are then constants to the
+    /// compiler; see the `GlobalAlloc` implementation for `&Pool`):
     ///
     /// ```
     /// use heapdelta::{Pool, Tracker};
     /// static GLOBAL: Tracker<Pool> = Tracker::wrap(Pool::new());
+    ///
+    /// static POOL: Pool = Pool::new();
+    /// static CHEAPER: Tracker<&Pool> = Tracker::wrap(&POOL);
     /// ```
     pub const fn wrap(inner: A) -> Self {
         Tracker {
