@@ -131,7 +131,8 @@ pub(crate) fn static_settings_hold() -> bool {
 }
 
 /// The mean of the sampling the tracker records call sites with, plus one (0: not sampled, or no
-/// event recorded yet); set by `effective`, which every thread's first event calls.
+/// event recorded yet); set by `effective`, which a thread's first allocation calls (it takes the
+/// slow path), and so the process's first tracked event.
 static SAMPLED_MEAN: AtomicU64 = AtomicU64::new(0);
 
 /// The call-site mode and depth to use: the tracker's static ones unless `HEAPDELTA` overrides
