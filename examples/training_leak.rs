@@ -137,17 +137,8 @@ fn main() -> ExitCode {
     match timeline.between("step 1", &format!("step {steps}")) {
         Ok(whole) => {
             println!("what grew from step 1 to step {steps}:");
-            println!("{:>12} {:>10}  type", "live bytes", "blocks");
-            for t in whole.types().iter().filter(|t| t.live_bytes != 0).take(8) {
-                println!(
-                    "{:>12} {:>10}  {}",
-                    t.live_bytes, t.live_blocks, t.type_name
-                );
-            }
-            println!("{:>12} {:>10}  site", "live bytes", "blocks");
-            for s in whole.sites().iter().filter(|s| s.live_bytes != 0).take(8) {
-                println!("{:>12} {:>10}  {}", s.live_bytes, s.live_blocks, s.site);
-            }
+            println!("{}", whole.table(heapdelta::By::Type, 8));
+            print!("{}", whole.table(heapdelta::By::Site, 8));
         }
         Err(e) => println!("{e}"),
     }

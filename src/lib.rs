@@ -72,6 +72,7 @@ pub use checkpoint::{checkpoint, measure, snapshot, timeline};
 pub use diff::{ClassDelta, Delta, Growth, SiteDelta, Survivors, TagDelta, Timeline, TypeDelta};
 pub use error::Error;
 pub use pool::{pool_stats, replay, ClassStats, Pool, PoolConfig, PoolStats};
+pub use report::text::By;
 pub use scope::{scope, ScopeGuard};
 pub use snapshot::{Snapshot, Totals};
 pub use tracker::{is_installed, CallSites, Tracker};

@@ -25,7 +25,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::diff::Delta;
 use crate::report::json::{read_contents, Contents};
 use crate::report::snapshot_sites;
-use crate::report::text::{bytes, estimates_note, signed, signed_bytes, thousands, OneLine};
+use crate::report::text::By;
+use crate::report::text::{bytes, estimates_note, thousands, OneLine};
 use crate::snapshot::Snapshot;
 
 #[derive(Parser)]
@@ -108,14 +109,6 @@ struct Window {
     /// The checkpoint the growth ends at (with --from).
     #[arg(long, requires = "from", value_name = "LABEL")]
     to: Option<String>,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum By {
-    Site,
-    Class,
-    Tag,
-    Type,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -308,66 +301,7 @@ fn diff(old: &Path, new: &Path, by: By, top: usize) -> Outcome {
 
 /// The `diff` text: the summary line, then one row per group, largest growth first.
 fn growth_table(d: &Delta, by: By, top: usize) -> String {
-    let (third, name) = match by {
-        By::Site => ("allocs", "site"),
-        By::Class => ("allocs", "size class"),
-        By::Tag => ("allocated", "tag"),
-        By::Type => ("allocs", "type"),
-    };
-    let rows: Vec<(i64, i64, String, String)> = match by {
-        By::Site => d
-            .sites()
-            .iter()
-            .map(|s| {
-                let name = format!("{}  [{}]", s.site, s.site.type_name());
-                (s.live_bytes, s.live_blocks, thousands(s.allocs), name)
-            })
-            .collect(),
-        By::Class => d
-            .size_classes()
-            .iter()
-            .map(|c| {
-                let name = format!("{} B", thousands(c.size as u64));
-                (c.live_bytes, c.live_blocks, thousands(c.allocs), name)
-            })
-            .collect(),
-        By::Tag => d
-            .tags()
-            .iter()
-            .map(|t| {
-                let name = if t.tag.is_empty() { "(no tag)" } else { t.tag };
-                let third = bytes(t.allocated_bytes);
-                (t.live_bytes, t.live_blocks, third, name.to_string())
-            })
-            .collect(),
-        By::Type => d
-            .types()
-            .iter()
-            .map(|t| {
-                let third = thousands(t.allocs);
-                (t.live_bytes, t.live_blocks, third, t.type_name.clone())
-            })
-            .collect(),
-    };
-    let mut out = format!("{}\n", d.summary());
-    if let (By::Site | By::Type, Some(note)) = (by, estimates_note(d.sampled_mean)) {
-        let _ = writeln!(out, "{note}");
-    }
-    let _ = writeln!(
-        out,
-        "{:>12} {:>10} {:>10}  {name}",
-        "live bytes", "blocks", third
-    );
-    for (live_bytes, live_blocks, third, name) in rows.into_iter().take(top) {
-        let _ = writeln!(
-            out,
-            "{:>12} {:>10} {:>10}  {name}",
-            signed_bytes(live_bytes),
-            signed(live_blocks),
-            third
-        );
-    }
-    out
+    format!("{}\n{}", d.summary(), d.table(by, top))
 }
 
 fn flamegraph(path: &Path, output: &Path, window: &Window, folded: bool) -> Outcome {

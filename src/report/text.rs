@@ -1,6 +1,6 @@
 //! The terminal report: the per-step line and the tables under it.
 
-use std::fmt::{self, Display, Formatter};
+use std::fmt::{self, Display, Formatter, Write as _};
 
 use crate::diff::{Delta, Timeline};
 use crate::pool::{ClassStats, PoolStats};
@@ -114,6 +114,104 @@ impl Delta {
     }
 }
 
+/// How [`Delta::table`] groups the growth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum By {
+    /// By call site (first user frame), with the type allocated there.
+    Site,
+    /// By size class.
+    Class,
+    /// By scope tag.
+    Tag,
+    /// By the type allocated.
+    Type,
+}
+
+impl Delta {
+    /// The growth grouped `by` call site, size class, scope tag or type, largest first, as a
+    /// table of at most `top` rows: live bytes, live blocks, then allocations (or, by tag, bytes
+    /// allocated) and the group's name, like tracemalloc's `compare_to` or pympler's summary
+    /// diff. Sampled call-site figures get a line saying they are estimates.
+    ///
+    /// ```
+    /// use heapdelta::By;
+    ///
+    /// let (kept, growth) = heapdelta::measure(|| vec![String::from("x"); 100]);
+    /// let table = growth.table(By::Type, 10);
+    /// assert!(table.starts_with("  live bytes     blocks"));
+    /// if heapdelta::is_installed() {
+    ///     assert!(table.contains("String"));
+    /// }
+    /// print!("{table}");
+    /// # drop(kept);
+    /// ```
+    pub fn table(&self, by: By, top: usize) -> String {
+        let (third, name) = match by {
+            By::Site => ("allocs", "site"),
+            By::Class => ("allocs", "size class"),
+            By::Tag => ("allocated", "tag"),
+            By::Type => ("allocs", "type"),
+        };
+        let rows: Vec<(i64, i64, String, String)> = match by {
+            By::Site => self
+                .sites()
+                .iter()
+                .map(|s| {
+                    let name = format!("{}  [{}]", s.site, OneLine(s.site.type_name()));
+                    (s.live_bytes, s.live_blocks, thousands(s.allocs), name)
+                })
+                .collect(),
+            By::Class => self
+                .size_classes()
+                .iter()
+                .map(|c| {
+                    let name = format!("{} B", thousands(c.size as u64));
+                    (c.live_bytes, c.live_blocks, thousands(c.allocs), name)
+                })
+                .collect(),
+            By::Tag => self
+                .tags()
+                .iter()
+                .map(|t| {
+                    let name = match t.tag {
+                        "" => "(no tag)".to_string(),
+                        tag => OneLine(tag).to_string(),
+                    };
+                    (t.live_bytes, t.live_blocks, bytes(t.allocated_bytes), name)
+                })
+                .collect(),
+            By::Type => self
+                .types()
+                .iter()
+                .map(|t| {
+                    let name = OneLine(&t.type_name).to_string();
+                    (t.live_bytes, t.live_blocks, thousands(t.allocs), name)
+                })
+                .collect(),
+        };
+        let mut out = String::new();
+        if let (By::Site | By::Type, Some(note)) = (by, estimates_note(self.sampled_mean)) {
+            let _ = writeln!(out, "{note}");
+        }
+        let _ = writeln!(
+            out,
+            "{:>12} {:>10} {:>10}  {name}",
+            "live bytes", "blocks", third
+        );
+        for (live_bytes, live_blocks, third, name) in rows.into_iter().take(top) {
+            let _ = writeln!(
+                out,
+                "{:>12} {:>10} {:>10}  {name}",
+                signed_bytes(live_bytes),
+                signed(live_blocks),
+                third
+            );
+        }
+        out
+    }
+}
+
 impl Display for Delta {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.summary())?;
@@ -191,7 +289,6 @@ impl Display for Delta {
     }
 }
 
-/// The never-shrinking-heap view: what the pool keeps reserved, and where the room is.
 /// The line said above call sites whose figures are sampled estimates (`sampled_mean`: the mean
 /// in bytes), or `None` for exact figures.
 pub(crate) fn estimates_note(sampled_mean: Option<u64>) -> Option<String> {
@@ -203,6 +300,7 @@ pub(crate) fn estimates_note(sampled_mean: Option<u64>) -> Option<String> {
     })
 }
 
+/// The never-shrinking-heap view: what the pool keeps reserved, and where the room is.
 pub(crate) fn pool_view(p: &PoolStats) -> String {
     // Saturating: the figures may come from a file, where nothing bounds them.
     let free_of = |c: &ClassStats| c.blocks_available.saturating_mul(c.size as u64);

@@ -1,0 +1,88 @@
+//! `Delta::table`: the growth grouped by call site, type, size class or tag, largest first.
+
+use heapdelta::By;
+
+#[global_allocator]
+static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+
+#[inline(never)]
+fn load_images(out: &mut Vec<Vec<u8>>) {
+    for _ in 0..40 {
+        out.push(vec![1u8; 300]);
+    }
+}
+
+#[inline(never)]
+fn parse_labels(out: &mut Vec<Vec<u8>>) {
+    for _ in 0..25 {
+        out.push(vec![2u8; 500]);
+    }
+}
+
+/// The rows of `table` under its header line.
+fn rows(table: &str) -> Vec<&str> {
+    let mut lines = table.lines();
+    let header = lines.next().unwrap_or_default();
+    assert!(header.contains("live bytes"), "{table}");
+    lines.collect()
+}
+
+/// The growth of both loaders: 12,000 B in 40 blocks and 12,500 B in 25.
+fn both_loaders(kept: &mut Vec<Vec<u8>>) -> heapdelta::Delta {
+    heapdelta::measure(|| {
+        load_images(kept);
+        parse_labels(kept);
+    })
+    .1
+}
+
+#[test]
+fn a_table_by_site_puts_the_larger_growth_first_with_its_bytes_blocks_and_allocations() {
+    let mut kept = Vec::with_capacity(100);
+    let table = both_loaders(&mut kept).table(By::Site, 10);
+    let rows = rows(&table);
+    let labels = rows.iter().position(|r| r.contains("parse_labels"));
+    let images = rows.iter().position(|r| r.contains("load_images"));
+    assert!(labels.is_some() && labels < images, "{table}");
+    let row: Vec<&str> = rows[labels.unwrap_or(0)].split_whitespace().collect();
+    assert_eq!(row[..4], ["+12.2", "KiB", "+25", "25"], "{table}");
+}
+
+#[test]
+fn a_table_keeps_at_most_top_rows() {
+    let mut kept = Vec::with_capacity(100);
+    let table = both_loaders(&mut kept).table(By::Site, 1);
+    assert_eq!(rows(&table).len(), 1, "{table}");
+}
+
+#[test]
+fn a_table_by_type_names_the_type_allocated() {
+    let mut kept = Vec::with_capacity(100);
+    let table = both_loaders(&mut kept).table(By::Type, 10);
+    let first = rows(&table).first().copied().unwrap_or_default();
+    assert!(first.ends_with("Vec<u8>"), "{table}");
+    assert!(first.contains("+65"), "{table}");
+}
+
+#[test]
+fn a_table_by_tag_lists_each_scope_with_the_bytes_it_allocated() {
+    let mut kept = Vec::with_capacity(100);
+    let (_, delta) = heapdelta::measure(|| {
+        let _decode = heapdelta::scope("decode");
+        load_images(&mut kept);
+    });
+    let table = delta.table(By::Tag, 10);
+    assert!(
+        table
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .contains("allocated"),
+        "{table}"
+    );
+    let row = rows(&table)
+        .into_iter()
+        .find(|r| r.ends_with("decode"))
+        .unwrap_or_default();
+    assert!(row.contains("+40"), "{table}");
+}
