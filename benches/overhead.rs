@@ -26,7 +26,9 @@ mod churn;
 mod handle;
 #[path = "common/paired.rs"]
 mod paired;
-use churn::{timed_churn, timed_many_sites, timed_three_sites, two_threads, Churn, OPS};
+use churn::{
+    timed_churn, timed_growth, timed_many_sites, timed_three_sites, two_threads, Churn, OPS,
+};
 use heapdelta::{CallSites, Pool, Tracker};
 
 static OFF: Tracker = Tracker::new().call_sites(CallSites::Off);
@@ -145,6 +147,7 @@ fn paired_ratios() {
         ROUNDS,
         &contenders!(|a| two_threads(a, 200)),
     );
+    paired::print_ratios("growth", ROUNDS, &contenders!(|a| timed_growth(a, 20_000)));
     // Inside a scope, events take the general recording path instead of the inlined one.
     paired::print_ratios(
         "small_churn_scope",

@@ -19,7 +19,7 @@ mod churn;
 mod handle;
 #[path = "common/paired.rs"]
 mod paired;
-use churn::{timed_churn, timed_many_sites, timed_three_sites, two_threads};
+use churn::{timed_churn, timed_growth, timed_many_sites, timed_three_sites, two_threads};
 
 #[global_allocator]
 static DHAT: dhat::Alloc = dhat::Alloc;
@@ -79,4 +79,5 @@ fn main() {
         ROUNDS,
         &contenders!(|a| two_threads(a, 50)),
     );
+    paired::print_ratios("growth", ROUNDS, &contenders!(|a| timed_growth(a, 10_000)));
 }

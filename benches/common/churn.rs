@@ -8,7 +8,9 @@
 //! - `small_churn_8sites`: from eight functions in turn, as many places as a thread's capture
 //!   buffer remembers;
 //! - `small_churn_16sites_random`: from sixteen functions in no particular order, more places than
-//!   the buffer remembers: the case where remembering costs and never pays.
+//!   the buffer remembers: the case where remembering costs and never pays;
+//! - `growth`: a leaking loop: each op keeps a 64-B block and allocates and frees a temporary of
+//!   8–1,024 B, starting from the process's peak, so nearly every temporary is a new peak.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::hint::black_box;
@@ -235,5 +237,41 @@ pub fn timed_three_sites<A: GlobalAlloc>(a: &A, ops: u64) -> Duration {
     c.run_three_sites(a, ops);
     let t = start.elapsed();
     c.free_all(a);
+    t
+}
+
+/// One timed run of `growth` on `a`: `ops` operations. A ballast block first brings the tracked
+/// live bytes up to the peak (heapdelta's counters are process-wide, so earlier runs raised it),
+/// so that the run's temporaries reach new peaks; the ballast and the kept blocks are freed after
+/// the clock stops.
+pub fn timed_growth<A: GlobalAlloc>(a: &A, ops: u64) -> Duration {
+    let t = heapdelta::snapshot().totals();
+    let ballast =
+        Layout::from_size_align((t.peak_bytes - t.live_bytes).max(8) as usize, 8).unwrap();
+    // SAFETY: non-zero size.
+    let ballast_block = unsafe { a.alloc(ballast) };
+    let kept_layout = Layout::from_size_align(64, 8).unwrap();
+    let mut kept = Vec::with_capacity(ops as usize);
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let start = Instant::now();
+    for _ in 0..ops {
+        // SAFETY: non-zero sizes; the temporary is freed with the layout it was allocated with.
+        unsafe {
+            kept.push(black_box(a.alloc(kept_layout)));
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let temp = Layout::from_size_align(8 + (rng % 1017) as usize, 8).unwrap();
+            let p = black_box(a.alloc(temp));
+            a.dealloc(p, temp);
+        }
+    }
+    let t = start.elapsed();
+    for p in kept {
+        // SAFETY: each was allocated with `kept_layout`.
+        unsafe { a.dealloc(p, kept_layout) };
+    }
+    // SAFETY: allocated above with `ballast`.
+    unsafe { a.dealloc(ballast_block, ballast) };
     t
 }
