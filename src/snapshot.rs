@@ -171,6 +171,7 @@ impl Snapshot {
             let epoch = stats::epoch();
             let raw = stats::read_all();
             let mut s = Snapshot::from_raw(raw, label, epoch, closes_epoch);
+            thread::publish_high();
             let (peak_bytes, peak_blocks) = stats::peak();
             if peak_bytes >= s.totals.live_bytes {
                 s.totals.peak_bytes = peak_bytes;

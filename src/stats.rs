@@ -37,7 +37,7 @@ const SITE_DIR: usize = 1024;
 pub const UNIT: u64 = 1 << 16;
 /// A thread folds its running live-bytes change into the global figure used for the peak every
 /// time the change reaches this size.
-const FLUSH_BYTES: i64 = 256 * 1024;
+pub const FLUSH_BYTES: i64 = 256 * 1024;
 
 /// A monotonic counter with a single writer (or atomic adds in the shared slot).
 struct Cnt(AtomicU64);
@@ -612,20 +612,27 @@ pub fn refresh(p: &mut Pending) {
     if p.bytes >= FLUSH_BYTES || p.bytes <= -FLUSH_BYTES {
         flush(p);
     }
+    p.limit = raise_peak(p.bytes, p.blocks);
+}
+
+/// Raises the peak when a thread's view of the live heap, the global figure plus its pending
+/// change of `bytes` and `blocks`, exceeds it; returns the pending bytes above which that view
+/// would exceed the peak (at most `FLUSH_BYTES`).
+pub fn raise_peak(bytes: i64, blocks: i64) -> i64 {
     let flushed = PEAK.flushed_bytes.load(Ordering::Relaxed);
-    let est = flushed.wrapping_add(p.bytes);
+    let est = flushed.wrapping_add(bytes);
     let peak = PEAK.peak_bytes.load(Ordering::Relaxed) as i64;
     if est > peak {
         PEAK.peak_bytes.fetch_max(est as u64, Ordering::Relaxed);
         let blocks = PEAK
             .flushed_blocks
             .load(Ordering::Relaxed)
-            .wrapping_add(p.blocks);
+            .wrapping_add(blocks);
         PEAK.peak_blocks
             .store(blocks.max(0) as u64, Ordering::Relaxed);
     }
     let peak = PEAK.peak_bytes.load(Ordering::Relaxed) as i64;
-    p.limit = peak.wrapping_sub(flushed).min(FLUSH_BYTES);
+    peak.wrapping_sub(flushed).min(FLUSH_BYTES)
 }
 
 /// Folds a thread's pending change into the global figure.

@@ -38,7 +38,21 @@ struct State {
     index: Cell<u16>,
     pending_bytes: Cell<i64>,
     pending_blocks: Cell<i64>,
+    /// The pending bytes above which the thread's view of the live heap (the global figure plus
+    /// its pending change) exceeds the peak; while `high_unpublished`, the thread's highest
+    /// pending bytes since it last raised the peak.
     limit: Cell<i64>,
+    /// Whether the thread went above the peak on an out-of-line fast path without raising the
+    /// global peak: a run of new highs, as a growing program makes, raises it once
+    /// (`publish_high`: when the highs pass `high_ceiling`, at the next fold, before a snapshot
+    /// taken on this thread, and at thread exit), not at every allocation.
+    high_unpublished: Cell<bool>,
+    /// The pending blocks at the unpublished high.
+    high_blocks: Cell<i64>,
+    /// The pending bytes up to which new highs may go unpublished: `HIGH_SLACK` above the limit
+    /// the thread last got from the global peak (at most the flush threshold), so that another
+    /// thread's snapshot misses at most that much of this thread's highs.
+    high_ceiling: Cell<i64>,
     /// `limit + 1` while `fast` is open, `i64::MIN` while it is closed, so that the inlined
     /// allocation path checks both with one compare, `bytes < fast_limit`, which no value passes
     /// while `fast` is closed (kept so by `sync_fast_bounds`).
@@ -71,6 +85,9 @@ thread_local! {
             pending_bytes: Cell::new(0),
             pending_blocks: Cell::new(0),
             limit: Cell::new(0),
+            high_unpublished: Cell::new(false),
+            high_blocks: Cell::new(0),
+            high_ceiling: Cell::new(0),
             fast_limit: Cell::new(i64::MIN),
             fast_floor: Cell::new(i64::MAX),
             tag: Cell::new(0),
@@ -140,10 +157,12 @@ impl State {
     }
 
     /// The thread's slot and its pending bytes with a new block of `size` bytes, when `door` is
-    /// open and the block does not reach the peak's limit.
+    /// open and the block does not reach the peak's limit; through `Door::Scoped`, also when it
+    /// makes a new high up to `high_ceiling`, which the `true` says.
     #[inline(always)]
-    fn open_for_alloc(&self, door: Door, size: usize) -> Option<(&'static Slot, i64)> {
+    fn open_for_alloc(&self, door: Door, size: usize) -> Option<(&'static Slot, i64, bool)> {
         let bytes = self.pending_bytes.get().wrapping_add(size as i64);
+        let mut high = false;
         let slot = match door {
             Door::Plain => {
                 if bytes >= self.fast_limit.get() {
@@ -158,15 +177,52 @@ impl State {
                 fast
             }
             Door::Scoped => {
-                if bytes > self.limit.get() || self.direct.get().is_null() {
+                if self.direct.get().is_null() {
                     return None;
                 }
+                high = self.admit(bytes)?;
                 self.direct.get()
             }
         };
         // SAFETY: `fast` and `direct` are null or set from a `&'static Slot`, the thread's private
         // one, and neither is null here (checked above).
-        Some((unsafe { &*slot }, bytes))
+        Some((unsafe { &*slot }, bytes, high))
+    }
+
+    /// Whether a new block that brings the pending bytes to `bytes` can be counted on an
+    /// out-of-line fast path: `Some(false)` up to the limit; `Some(true)` above it up to
+    /// `high_ceiling`: a new high, which `note_high` keeps for the thread to publish later (see
+    /// `high_unpublished`); `None` when the general path must run.
+    #[inline(always)]
+    fn admit(&self, bytes: i64) -> Option<bool> {
+        if bytes <= self.limit.get() {
+            return Some(false);
+        }
+        (bytes < self.high_ceiling.get()).then_some(true)
+    }
+
+    /// Sets `limit` as the global peak gives it, and `high_ceiling` from it.
+    fn set_limit(&self, limit: i64) {
+        self.limit.set(limit);
+        self.high_ceiling
+            .set(limit.saturating_add(HIGH_SLACK).min(stats::FLUSH_BYTES));
+    }
+
+    /// Keeps the thread's new high (its pending change, after the block that made it was
+    /// counted) to publish later.
+    fn note_high(&self) {
+        self.limit.set(self.pending_bytes.get());
+        self.high_blocks.set(self.pending_blocks.get());
+        self.high_unpublished.set(true);
+        self.sync_fast_bounds();
+    }
+
+    /// Raises the global peak to the thread's unpublished high, if it has one.
+    fn publish_high(&self) {
+        if self.high_unpublished.replace(false) {
+            self.set_limit(stats::raise_peak(self.limit.get(), self.high_blocks.get()));
+            self.sync_fast_bounds();
+        }
     }
 
     /// The thread's slot and its pending bytes without a block of `size` bytes, when `door` is
@@ -196,7 +252,9 @@ impl State {
         Some((unsafe { &*slot }, bytes))
     }
 
+    /// Runs `f` on the thread's pending change, its high published first.
     fn with_pending(&self, f: impl FnOnce(&mut Pending)) {
+        self.publish_high();
         let mut p = Pending {
             bytes: self.pending_bytes.get(),
             blocks: self.pending_blocks.get(),
@@ -205,7 +263,7 @@ impl State {
         f(&mut p);
         self.pending_bytes.set(p.bytes);
         self.pending_blocks.set(p.blocks);
-        self.limit.set(p.limit);
+        self.set_limit(p.limit);
         self.sync_fast_bounds();
     }
 }
@@ -381,6 +439,10 @@ impl Drop for Busy<'_> {
     }
 }
 
+/// How far above the global peak a thread's highs may go before it raises the peak (see
+/// `State::high_unpublished`).
+const HIGH_SLACK: i64 = 64 * 1024;
+
 /// Runs `f` with the thread's context when the direct slot is open (the thread has a slot of its
 /// own, is not inside heapdelta, and `HEAPDELTA` overrides nothing); `None` otherwise, without
 /// running it.
@@ -410,20 +472,20 @@ pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
 /// the caller runs the general path instead.
 #[inline(always)]
 pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
-    STATE
-        .try_with(|st| {
-            let (slot, bytes) = st.open_for_alloc(door, size)?;
-            // SAFETY: as in `Ctx::sample`: the thread's own sampler, borrowed for a call that
-            // neither allocates nor re-enters.
-            if sampled && !unsafe { (*st.sampler.get()).skip(size) } {
-                return None;
-            }
-            let tag = st.tag_through(door);
-            st.commit_alloc(slot, size, bytes, tag, None);
-            Some(slot.bare().with(0, tag))
-        })
-        .ok()
-        .flatten()
+    // Borrowed outside `try_with`, whose closure the compiler may keep out of line.
+    let st = state()?;
+    let (slot, bytes, high) = st.open_for_alloc(door, size)?;
+    // SAFETY: as in `Ctx::sample`: the thread's own sampler, borrowed for a call that neither
+    // allocates nor re-enters.
+    if sampled && !unsafe { (*st.sampler.get()).skip(size) } {
+        return None;
+    }
+    let tag = st.tag_through(door);
+    st.commit_alloc(slot, size, bytes, tag, None);
+    if high {
+        st.note_high();
+    }
+    Some(slot.bare().with(0, tag))
 }
 
 /// The path of an allocation of `size` bytes with an exact call site (at most `depth` frames),
@@ -447,13 +509,16 @@ pub fn alloc_exact(size: usize, depth: usize) -> Result<Header, Option<u32>> {
     // SAFETY: a non-null `direct` was set from a `&'static Slot`, the thread's private one.
     let slot = unsafe { &*slot };
     let site = st.capture_site(depth);
-    let bytes = st.below_limit(size).ok_or(Some(site))?;
+    let (bytes, high) = st.admit_alloc(size).ok_or(Some(site))?;
     let counters = match site {
         0 => None,
         _ => Some(slot.site_ready(site).ok_or(Some(site))?),
     };
     let tag = st.tag.get();
     st.commit_alloc(slot, size, bytes, tag, counters);
+    if high {
+        st.note_high();
+    }
     Ok(slot.bare().with(site, tag))
 }
 
@@ -541,11 +606,12 @@ fn state<'a>() -> Option<&'a State> {
 }
 
 impl State {
-    /// The pending bytes with a new block of `size` bytes, unless that reaches the peak's limit.
+    /// The pending bytes with a new block of `size` bytes, and whether they are a new high, when
+    /// the block can be counted on an out-of-line fast path (see `admit`).
     #[inline(always)]
-    fn below_limit(&self, size: usize) -> Option<i64> {
+    fn admit_alloc(&self, size: usize) -> Option<(i64, bool)> {
         let bytes = self.pending_bytes.get().wrapping_add(size as i64);
-        (bytes <= self.limit.get()).then_some(bytes)
+        Some((bytes, self.admit(bytes)?))
     }
 
     /// Counts a new block of `size` bytes on a fast path: `bytes` is `below_limit(size)`, `tag`
@@ -673,6 +739,12 @@ pub fn untracked<R>(f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(prev);
     f()
+}
+
+/// Raises the global peak to the calling thread's highest live figure since it last did (see
+/// `State::high_unpublished`), so that a snapshot taken on this thread sees its peak.
+pub fn publish_high() {
+    let _ = STATE.try_with(State::publish_high);
 }
 
 /// The calling thread's own slot (claimed now if needed), or `None` during teardown.
