@@ -612,27 +612,34 @@ pub fn refresh(p: &mut Pending) {
     if p.bytes >= FLUSH_BYTES || p.bytes <= -FLUSH_BYTES {
         flush(p);
     }
-    p.limit = raise_peak(p.bytes, p.blocks);
+    let (bytes, blocks) = folded();
+    raise_peak(bytes.wrapping_add(p.bytes), blocks.wrapping_add(p.blocks));
+    p.limit = limit_over(bytes);
 }
 
-/// Raises the peak when a thread's view of the live heap, the global figure plus its pending
-/// change of `bytes` and `blocks`, exceeds it; returns the pending bytes above which that view
-/// would exceed the peak (at most `FLUSH_BYTES`).
-pub fn raise_peak(bytes: i64, blocks: i64) -> i64 {
-    let flushed = PEAK.flushed_bytes.load(Ordering::Relaxed);
-    let est = flushed.wrapping_add(bytes);
-    let peak = PEAK.peak_bytes.load(Ordering::Relaxed) as i64;
-    if est > peak {
-        PEAK.peak_bytes.fetch_max(est as u64, Ordering::Relaxed);
-        let blocks = PEAK
-            .flushed_blocks
-            .load(Ordering::Relaxed)
-            .wrapping_add(blocks);
+/// The live bytes and blocks threads have folded into the global figure so far.
+pub fn folded() -> (i64, i64) {
+    (
+        PEAK.flushed_bytes.load(Ordering::Relaxed),
+        PEAK.flushed_blocks.load(Ordering::Relaxed),
+    )
+}
+
+/// Raises the peak to a thread's view of the live heap, `bytes` in `blocks` (the folded figure
+/// plus its pending change), when that exceeds it.
+pub fn raise_peak(bytes: i64, blocks: i64) {
+    if bytes > PEAK.peak_bytes.load(Ordering::Relaxed) as i64 {
+        PEAK.peak_bytes.fetch_max(bytes as u64, Ordering::Relaxed);
         PEAK.peak_blocks
             .store(blocks.max(0) as u64, Ordering::Relaxed);
     }
+}
+
+/// The pending bytes above which a thread's view of the live heap, over a folded figure of
+/// `folded` bytes, would exceed the peak (at most `FLUSH_BYTES`).
+pub fn limit_over(folded: i64) -> i64 {
     let peak = PEAK.peak_bytes.load(Ordering::Relaxed) as i64;
-    peak.wrapping_sub(flushed).min(FLUSH_BYTES)
+    peak.wrapping_sub(folded).min(FLUSH_BYTES)
 }
 
 /// Folds a thread's pending change into the global figure.

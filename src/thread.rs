@@ -44,11 +44,15 @@ struct State {
     limit: Cell<i64>,
     /// Whether the thread went above the peak on an out-of-line fast path without raising the
     /// global peak: a run of new highs, as a growing program makes, raises it once
-    /// (`publish_high`: when the highs pass `high_ceiling`, at the next fold, before a snapshot
-    /// taken on this thread, and at thread exit), not at every allocation.
+    /// (`publish_high`: when the highs pass `high_ceiling`, at the next fold or any other look at
+    /// the peak on the general path, before a snapshot taken on this thread, and at thread
+    /// exit), not at every allocation.
     high_unpublished: Cell<bool>,
-    /// The pending blocks at the unpublished high.
-    high_blocks: Cell<i64>,
+    /// The thread's view of the live heap at its unpublished high (the folded global figure then
+    /// plus its pending change), bytes and blocks: what `publish_high` raises the peak to. Taken
+    /// when the high is reached, since other threads' folds may change the global figure before
+    /// it is published.
+    high_view: Cell<(i64, i64)>,
     /// The pending bytes up to which new highs may go unpublished: `HIGH_SLACK` above the limit
     /// the thread last got from the global peak (at most the flush threshold), so that another
     /// thread's snapshot misses at most that much of this thread's highs.
@@ -86,7 +90,7 @@ thread_local! {
             pending_blocks: Cell::new(0),
             limit: Cell::new(0),
             high_unpublished: Cell::new(false),
-            high_blocks: Cell::new(0),
+            high_view: Cell::new((0, 0)),
             high_ceiling: Cell::new(0),
             fast_limit: Cell::new(i64::MIN),
             fast_floor: Cell::new(i64::MAX),
@@ -211,8 +215,12 @@ impl State {
     /// Keeps the thread's new high (its pending change, after the block that made it was
     /// counted) to publish later.
     fn note_high(&self) {
+        let (bytes, blocks) = stats::folded();
+        self.high_view.set((
+            bytes.wrapping_add(self.pending_bytes.get()),
+            blocks.wrapping_add(self.pending_blocks.get()),
+        ));
         self.limit.set(self.pending_bytes.get());
-        self.high_blocks.set(self.pending_blocks.get());
         self.high_unpublished.set(true);
         self.sync_fast_bounds();
     }
@@ -220,7 +228,9 @@ impl State {
     /// Raises the global peak to the thread's unpublished high, if it has one.
     fn publish_high(&self) {
         if self.high_unpublished.replace(false) {
-            self.set_limit(stats::raise_peak(self.limit.get(), self.high_blocks.get()));
+            let (bytes, blocks) = self.high_view.get();
+            stats::raise_peak(bytes, blocks);
+            self.set_limit(stats::limit_over(stats::folded().0));
             self.sync_fast_bounds();
         }
     }
@@ -273,7 +283,12 @@ struct Owner;
 impl Drop for Owner {
     fn drop(&mut self) {
         let _ = STATE.try_with(|st| {
-            st.with_pending(stats::flush);
+            // Folded, and the limit set for what remains of the thread: allocations that other
+            // thread-local destructors make after this one are counted, and can make a peak.
+            st.with_pending(|p| {
+                stats::flush(p);
+                stats::refresh(p);
+            });
             stats::release(st.index.replace(0));
             // No buffer is allocated from now on.
             st.owned.set(false);
@@ -467,8 +482,8 @@ pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
 }
 
 /// The fast path of an allocation of `size` bytes without a call site (or, with `sampled`, one
-/// the sampler does not pick) that does not reach the peak. Counts the block and returns its
-/// header; returns `None` having changed nothing when that does not hold or `door` is closed, so
+/// the sampler does not pick) that does not reach the peak (through `Door::Scoped`: that stays
+/// below `high_ceiling`, see `State::admit`). Counts the block and returns its header; returns `None` having changed nothing when that does not hold or `door` is closed, so
 /// the caller runs the general path instead.
 #[inline(always)]
 pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
@@ -491,8 +506,8 @@ pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
 /// The path of an allocation of `size` bytes with an exact call site (at most `depth` frames),
 /// in a scope or not. When the thread can record directly (the `direct` door is open), captures
 /// the site, starting from the frame of the function this is inlined into, then counts the block
-/// there and returns `Ok` with its header, or, when the block reaches the peak or the site's
-/// counters are not allocated yet, returns `Err(Some(site))` having counted nothing. Returns
+/// there and returns `Ok` with its header, or, when the block goes past `high_ceiling` (see
+/// `State::admit`) or the site's counters are not allocated yet, returns `Err(Some(site))` having counted nothing. Returns
 /// `Err(None)`, capturing nothing, when the door is closed.
 ///
 /// Every exact allocation the thread records directly is captured here, from the same frame,
@@ -614,7 +629,7 @@ impl State {
         Some((bytes, self.admit(bytes)?))
     }
 
-    /// Counts a new block of `size` bytes on a fast path: `bytes` is `below_limit(size)`, `tag`
+    /// Counts a new block of `size` bytes on a fast path: `bytes` is from `admit_alloc(size)`, `tag`
     /// its scope tag, `site` the counters of its call site, if it has one.
     #[inline(always)]
     fn commit_alloc(&self, slot: &Slot, size: usize, bytes: i64, tag: u8, site: Option<&SiteCnt>) {

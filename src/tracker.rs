@@ -216,8 +216,9 @@ impl<A: GlobalAlloc> Tracker<A> {
         }
     }
 
-    /// `on_alloc_exact` when the fast path does not apply (the peak, site counters not allocated
-    /// yet): records the block at the site already captured.
+    /// `on_alloc_exact` when the fast path does not apply (a high past the thread's slack, see
+    /// `thread::alloc_exact`; site counters not allocated yet): records the block at the site
+    /// already captured.
     #[inline(never)]
     fn on_alloc_captured(&self, size: usize, site: u32) -> Header {
         match thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth, Some(site))) {
@@ -242,8 +243,8 @@ impl<A: GlobalAlloc> Tracker<A> {
         }
     }
 
-    /// `on_alloc` when no fast path applies: a sampled call site, the peak, a thread without a
-    /// slot of its own or inside heapdelta, a `HEAPDELTA` override.
+    /// `on_alloc` when no fast path applies: a sampled call site, a high past the thread's slack, a
+    /// thread without a slot of its own or inside heapdelta, a `HEAPDELTA` override.
     #[inline(never)]
     fn on_alloc_record(&self, size: usize) -> Header {
         // The direct slot is only open when `HEAPDELTA` overrides nothing, so the mode is the

@@ -117,6 +117,7 @@ impl Delta {
 /// How [`Delta::table`] groups the growth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[non_exhaustive]
 pub enum By {
     /// By call site (first user frame), with the type allocated there.
     Site,
