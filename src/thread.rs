@@ -12,8 +12,8 @@
 //! override the trackers' settings. There are two such pointers, the two `Door`s. `fast` is also
 //! closed inside a scope, so the inlined paths (`fast_alloc`, `fast_free` and `fast_free_sited`
 //! through `Door::Plain`) never see a tag; they do not test it themselves, but the bounds
-//! `fast_limit` and `fast_floor`, which no event passes while it is null. `direct` is not, and the out-of-line paths count tags: those
-//! through `Door::Scoped` (allocations in a scope, frees of tagged blocks or of blocks with a site
+//! `fast_limit` and `fast_floor`, which no event passes while it is null. `direct` is not, and
+//! the out-of-line paths count tags: those through `Door::Scoped` (allocations in a scope, frees of tagged blocks or of blocks with a site
 //! freed in a scope), `alloc_exact`, and `fast`, which runs any recording step. Everything
 //! else (the first event of a thread, nested events, teardown, the shared slot, an override) goes
 //! through the cold `record_slow`.
@@ -123,7 +123,8 @@ impl State {
         }
     }
 
-    /// Sets or clears the guard and returns its previous value; the direct and fast slots follow it.
+    /// Sets or clears the guard and returns its previous value; the direct and fast slots follow
+    /// it.
     fn set_busy(&self, busy: bool) -> bool {
         let was = self.busy.replace(busy);
         self.refresh_fast();
@@ -483,8 +484,9 @@ pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
 
 /// The fast path of an allocation of `size` bytes without a call site (or, with `sampled`, one
 /// the sampler does not pick) that does not reach the peak (through `Door::Scoped`: that stays
-/// below `high_ceiling`, see `State::admit`). Counts the block and returns its header; returns `None` having changed nothing when that does not hold or `door` is closed, so
-/// the caller runs the general path instead.
+/// below `high_ceiling`, see `State::admit`). Counts the block and returns its header; returns
+/// `None` having changed nothing when that does not hold or `door` is closed, so the caller runs
+/// the general path instead.
 #[inline(always)]
 pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
     // Borrowed outside `try_with`, whose closure the compiler may keep out of line.
@@ -507,8 +509,8 @@ pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
 /// in a scope or not. When the thread can record directly (the `direct` door is open), captures
 /// the site, starting from the frame of the function this is inlined into, then counts the block
 /// there and returns `Ok` with its header, or, when the block goes past `high_ceiling` (see
-/// `State::admit`) or the site's counters are not allocated yet, returns `Err(Some(site))` having counted nothing. Returns
-/// `Err(None)`, capturing nothing, when the door is closed.
+/// `State::admit`) or the site's counters are not allocated yet, returns `Err(Some(site))`
+/// having counted nothing. Returns `Err(None)`, capturing nothing, when the door is closed.
 ///
 /// Every exact allocation the thread records directly is captured here, from the same frame,
 /// whichever path then counts it, so one call site always gives the same stack.
@@ -585,7 +587,8 @@ fn fast_free_with(
     door: Door,
     site: impl FnOnce(&'static Slot, Header) -> Option<(Option<&'static SiteCnt>, bool)>,
 ) -> bool {
-    // Borrowed outside `try_with`, whose closure was left out of line in `Tracker::on_free_general`.
+    // Borrowed outside `try_with`, whose closure was left out of line in
+    // `Tracker::on_free_general`.
     let Some(st) = state() else {
         return false;
     };
@@ -629,8 +632,8 @@ impl State {
         Some((bytes, self.admit(bytes)?))
     }
 
-    /// Counts a new block of `size` bytes on a fast path: `bytes` is from `admit_alloc(size)`, `tag`
-    /// its scope tag, `site` the counters of its call site, if it has one.
+    /// Counts a new block of `size` bytes on a fast path: `bytes` is from `admit_alloc(size)`,
+    /// `tag` its scope tag, `site` the counters of its call site, if it has one.
     #[inline(always)]
     fn commit_alloc(&self, slot: &Slot, size: usize, bytes: i64, tag: u8, site: Option<&SiteCnt>) {
         self.pending_bytes.set(bytes);
