@@ -13,10 +13,10 @@
 //! closed inside a scope, so the inlined paths (`fast_alloc`, `fast_free` and `fast_free_sited`
 //! through `Door::Plain`) never see a tag; they do not test it themselves, but the bounds
 //! `fast_limit` and `fast_floor`, which no event passes while it is null. `direct` is not, and
-//! the out-of-line paths count tags: those through `Door::Scoped` (allocations in a scope, frees of tagged blocks or of blocks with a site
-//! freed in a scope), `alloc_exact`, and `fast`, which runs any recording step. Everything
-//! else (the first event of a thread, nested events, teardown, the shared slot, an override) goes
-//! through the cold `record_slow`.
+//! the out-of-line paths count tags: those through `Door::Scoped` (allocations in a scope, frees
+//! of tagged blocks or of blocks with a site freed in a scope), `alloc_exact`, and `fast`, which
+//! runs any recording step. Everything else (the first event of a thread, nested events,
+//! teardown, the shared slot, an override) goes through the cold `record_slow`.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
