@@ -32,7 +32,8 @@
 //! - taking figures: [`snapshot`], [`checkpoint`], [`timeline`], [`measure`], [`scope`];
 //! - what they return: [`Snapshot`], [`Totals`], [`Delta`] with [`SiteDelta`], [`ClassDelta`],
 //!   [`TagDelta`], [`TypeDelta`] and [`Survivors`]; [`Timeline`] with [`Growth`]; [`Site`] and
-//!   [`Frame`];
+//!   [`Frame`]; a delta's growth table grouped [`By`] site, type, size class or tag
+//!   ([`Delta::table`]);
 //! - pool mode: [`Pool`], [`PoolConfig`], [`PoolStats`], [`ClassStats`], [`pool_stats`];
 //! - files: [`Snapshot::write_json`] / [`Snapshot::read_json`] and the same on [`Timeline`],
 //!   [`Snapshot::write_dhat`], `write_pprof` (feature `pprof`), [`Snapshot::folded`] and
