@@ -30,11 +30,11 @@ pub struct SiteDelta {
     pub live_bytes: i64,
     /// Change in live blocks.
     pub live_blocks: i64,
-    /// Allocations made in the window.
+    /// Allocations made in the window (0 in a [comparison](Delta::is_comparison)).
     pub allocs: u64,
-    /// Frees made in the window.
+    /// Frees made in the window (0 in a comparison).
     pub frees: u64,
-    /// Bytes allocated in the window.
+    /// Bytes allocated in the window (0 in a comparison).
     pub allocated_bytes: u64,
     /// For a window of one step: what this site allocated in the step and still held at its end,
     /// and what it freed of older blocks (`None` for longer windows, as for
@@ -58,9 +58,9 @@ pub struct ClassDelta {
     pub live_bytes: i64,
     /// Change in live blocks.
     pub live_blocks: i64,
-    /// Allocations in the window.
+    /// Allocations in the window (0 in a [comparison](Delta::is_comparison)).
     pub allocs: u64,
-    /// Frees in the window.
+    /// Frees in the window (0 in a comparison).
     pub frees: u64,
 }
 
@@ -83,7 +83,7 @@ pub struct TagDelta {
     pub live_bytes: i64,
     /// Change in live blocks.
     pub live_blocks: i64,
-    /// Bytes allocated in the window.
+    /// Bytes allocated in the window (0 in a [comparison](Delta::is_comparison)).
     pub allocated_bytes: u64,
 }
 
@@ -103,7 +103,7 @@ pub struct TypeDelta {
     pub live_bytes: i64,
     /// Change in live blocks.
     pub live_blocks: i64,
-    /// Allocations in the window.
+    /// Allocations in the window (0 in a [comparison](Delta::is_comparison)).
     pub allocs: u64,
 }
 
@@ -160,8 +160,14 @@ impl SiteWindow {
         self.young_free.1 = self.young_free.1.wrapping_add(other.young_free.1);
     }
 
-    /// The change from `before` to `self`.
-    fn since(&self, before: &SiteWindow) -> SiteWindow {
+    /// The change from `before` to `self` (see `change`); a comparison has no young frees.
+    fn since(&self, before: &SiteWindow, window: bool) -> SiteWindow {
+        if !window {
+            return SiteWindow {
+                counts: compare(&self.counts, &before.counts),
+                young_free: (0, 0),
+            };
+        }
         SiteWindow {
             counts: diff(&self.counts, &before.counts),
             young_free: (
@@ -216,6 +222,43 @@ pub struct Delta {
     pub(crate) unix_nanos: u64,
     /// The sampling mean in bytes when the call-site figures are sampled estimates.
     pub(crate) sampled_mean: Option<u64>,
+    /// Whether this compares what was live in two snapshots that do not make a window (see
+    /// `is_window`): the allocations and frees between them are not known.
+    pub(crate) comparison: bool,
+}
+
+/// Whether `b` closes a window that `a` opens: both of one run, `b` taken after `a`. Only then can
+/// their running counts be subtracted; otherwise (two runs, or the later snapshot given first)
+/// a delta compares what was live in each.
+fn is_window(a: &Snapshot, b: &Snapshot) -> bool {
+    a.run == b.run && b.epoch >= a.epoch && b.seconds >= a.seconds
+}
+
+/// The change from `before` to `after`: in a window (`window`), the allocations and frees made
+/// in it; otherwise a comparison of what was live, its rise given as allocations and its fall as
+/// frees, so that the live figures derived from it are the signed differences.
+fn change(after: &Counts, before: &Counts, window: bool) -> Counts {
+    if window {
+        diff(after, before)
+    } else {
+        compare(after, before)
+    }
+}
+
+/// `change` for a comparison.
+fn compare(after: &Counts, before: &Counts) -> Counts {
+    let split = |now: u64, then: u64| {
+        let d = (now as i64).wrapping_sub(then as i64);
+        (d.max(0) as u64, d.min(0).unsigned_abs())
+    };
+    let (alloc_bytes, free_bytes) = split(after.live_bytes(), before.live_bytes());
+    let (alloc_blocks, free_blocks) = split(after.live_blocks(), before.live_blocks());
+    Counts {
+        alloc_blocks,
+        alloc_bytes,
+        free_blocks,
+        free_bytes,
+    }
 }
 
 fn diff(after: &Counts, before: &Counts) -> Counts {
@@ -224,6 +267,15 @@ fn diff(after: &Counts, before: &Counts) -> Counts {
         alloc_bytes: after.alloc_bytes.saturating_sub(before.alloc_bytes),
         free_blocks: after.free_blocks.saturating_sub(before.free_blocks),
         free_bytes: after.free_bytes.saturating_sub(before.free_bytes),
+    }
+}
+
+/// An allocation or free count of a change: `n` in a window, 0 (not known) in a comparison.
+fn known(n: u64, window: bool) -> u64 {
+    if window {
+        n
+    } else {
+        0
     }
 }
 
@@ -243,7 +295,8 @@ impl Delta {
             }
             c
         };
-        let window = diff(&total(b), &total(a));
+        let is_window = is_window(a, b);
+        let window = change(&total(b), &total(a), is_window);
         let young = (
             b.young_free.0.saturating_sub(a.young_free.0),
             b.young_free.1.saturating_sub(a.young_free.1),
@@ -254,7 +307,7 @@ impl Delta {
         // window starting inside a step (`measure`, two snapshots) has no survivors.
         let starts_the_step = (a.checkpoint && a.epoch.checked_add(1) == Some(b.epoch))
             || (b.epoch == 0 && total(a).alloc_blocks == 0);
-        let one_epoch = a.run == b.run && starts_the_step;
+        let one_epoch = is_window && starts_the_step;
         let survivors = one_epoch.then(|| survivors_of(&window, young));
 
         let before: HashMap<u64, Counts> = a.classes.iter().map(|c| (c.size, c.counts)).collect();
@@ -262,17 +315,20 @@ impl Delta {
             .classes
             .iter()
             .map(|c| {
-                let d = diff(&c.counts, before.get(&c.size).unwrap_or(&Counts::default()));
+                let before = before.get(&c.size).copied().unwrap_or_default();
+                (c.size, change(&c.counts, &before, is_window))
+            })
+            .filter(|(_, d)| !d.is_zero())
+            .map(|(size, d)| {
                 let (live_bytes, live_blocks) = live_change(&d);
                 ClassDelta {
-                    size: c.size as usize,
+                    size: size as usize,
                     live_bytes,
                     live_blocks,
-                    allocs: d.alloc_blocks,
-                    frees: d.free_blocks,
+                    allocs: known(d.alloc_blocks, is_window),
+                    frees: known(d.free_blocks, is_window),
                 }
             })
-            .filter(|c| c.allocs != 0 || c.frees != 0)
             .collect();
         classes.sort_by(|x, y| y.live_bytes.cmp(&x.live_bytes).then(x.size.cmp(&y.size)));
 
@@ -282,19 +338,19 @@ impl Delta {
             .tags
             .iter()
             .map(|t| {
-                let d = diff(
-                    &t.counts,
-                    before.get(t.tag.as_str()).unwrap_or(&Counts::default()),
-                );
+                let before = before.get(t.tag.as_str()).copied().unwrap_or_default();
+                (t, change(&t.counts, &before, is_window))
+            })
+            .filter(|(_, d)| !d.is_zero())
+            .map(|(t, d)| {
                 let (live_bytes, live_blocks) = live_change(&d);
                 TagDelta {
                     tag: scope::static_tag(&t.tag),
                     live_bytes,
                     live_blocks,
-                    allocated_bytes: d.alloc_bytes,
+                    allocated_bytes: known(d.alloc_bytes, is_window),
                 }
             })
-            .filter(|t| t.allocated_bytes != 0 || t.live_bytes != 0)
             .collect();
         tags.sort_by(|x, y| y.live_bytes.cmp(&x.live_bytes).then(x.tag.cmp(y.tag)));
 
@@ -306,13 +362,14 @@ impl Delta {
             survivors,
             classes,
             tags,
-            raw_sites: site_changes(a, b),
+            raw_sites: site_changes(a, b, is_window),
             sites: OnceLock::new(),
             types: OnceLock::new(),
             pool: b.pool.clone(),
             seconds: (b.seconds - a.seconds).max(0.0),
             unix_nanos: b.unix_nanos,
             sampled_mean: b.sampled_mean,
+            comparison: !is_window,
         }
     }
 
@@ -371,7 +428,7 @@ impl Delta {
     /// assert_eq!(d.live_bytes(), 0);
     /// ```
     pub fn allocated_bytes(&self) -> u64 {
-        self.window.alloc_bytes
+        known(self.window.alloc_bytes, !self.comparison)
     }
 
     /// Blocks allocated in the window.
@@ -381,7 +438,23 @@ impl Delta {
     /// assert!(d.allocated_blocks() == 1 || !heapdelta::is_installed());
     /// ```
     pub fn allocated_blocks(&self) -> u64 {
-        self.window.alloc_blocks
+        known(self.window.alloc_blocks, !self.comparison)
+    }
+
+    /// Whether this delta compares two snapshots that do not make a window of one run: snapshots
+    /// of two runs (read from files), or the later one given first. Its live figures are then the
+    /// differences between what was live in each, and the allocations and frees between them are
+    /// not known: they read 0, and there are no survivors.
+    ///
+    /// ```
+    /// let before = heapdelta::snapshot();
+    /// # std::thread::sleep(std::time::Duration::from_millis(1));
+    /// let after = heapdelta::snapshot();
+    /// assert!(!after.since(&before).is_comparison());
+    /// assert!(before.since(&after).is_comparison());
+    /// ```
+    pub fn is_comparison(&self) -> bool {
+        self.comparison
     }
 
     /// Process totals at the end of the window (`None` for a [`measure`](crate::measure) delta,
@@ -415,7 +488,9 @@ impl Delta {
     /// ```
     pub fn sites(&self) -> &[SiteDelta] {
         self.sites.get_or_init(|| {
-            thread::untracked(|| resolve_sites(&self.raw_sites, self.survivors.is_some()))
+            thread::untracked(|| {
+                resolve_sites(&self.raw_sites, self.survivors.is_some(), !self.comparison)
+            })
         })
     }
 
@@ -487,9 +562,9 @@ impl Delta {
     }
 }
 
-/// Per-site changes from `a` to `b`, keyed by interned id within one run, by resolved site across
-/// runs (files).
-fn site_changes(a: &Snapshot, b: &Snapshot) -> Vec<(SiteKey, SiteWindow)> {
+/// Per-site changes from `a` to `b` (a window when `window`, see `change`), keyed by interned id
+/// within one run, by resolved site across runs (files).
+fn site_changes(a: &Snapshot, b: &Snapshot, window: bool) -> Vec<(SiteKey, SiteWindow)> {
     let same_run = a.run == b.run && b.run == checkpoint::run_id();
     let key = |s: &SiteCount| -> SiteKey {
         match (&s.site, same_run) {
@@ -505,7 +580,7 @@ fn site_changes(a: &Snapshot, b: &Snapshot) -> Vec<(SiteKey, SiteWindow)> {
             .iter()
             .map(|s| {
                 let earlier = before.get(&s.id).copied().unwrap_or_default();
-                (key(s), SiteWindow::of(s).since(&earlier))
+                (key(s), SiteWindow::of(s).since(&earlier, window))
             })
             .filter(|(_, w)| !w.counts.is_zero())
             .collect()
@@ -523,7 +598,7 @@ fn site_changes(a: &Snapshot, b: &Snapshot) -> Vec<(SiteKey, SiteWindow)> {
         by_site(b)
             .into_iter()
             .map(|(site, w)| {
-                let d = w.since(&before.get(&site).copied().unwrap_or_default());
+                let d = w.since(&before.get(&site).copied().unwrap_or_default(), window);
                 (SiteKey::Resolved(site), d)
             })
             .filter(|(_, w)| !w.counts.is_zero())
@@ -532,8 +607,9 @@ fn site_changes(a: &Snapshot, b: &Snapshot) -> Vec<(SiteKey, SiteWindow)> {
 }
 
 /// Resolves, merges sites that resolve to the same logical site, converts units, and sorts;
-/// `one_step` when the window is one step, so sites get survivors.
-fn resolve_sites(raw: &[(SiteKey, SiteWindow)], one_step: bool) -> Vec<SiteDelta> {
+/// `one_step` when the window is one step, so sites get survivors; `window` unless the changes
+/// compare two snapshots (see `change`), whose allocations are not known.
+fn resolve_sites(raw: &[(SiteKey, SiteWindow)], one_step: bool, window: bool) -> Vec<SiteDelta> {
     let mut merged: HashMap<Site, SiteWindow> = HashMap::new();
     for (key, w) in raw {
         let site = match key {
@@ -560,9 +636,9 @@ fn resolve_sites(raw: &[(SiteKey, SiteWindow)], one_step: bool) -> Vec<SiteDelta
                 site,
                 live_bytes: (c.alloc_bytes as i64).wrapping_sub(c.free_bytes as i64),
                 live_blocks: allocs as i64 - frees as i64,
-                allocs,
-                frees,
-                allocated_bytes: c.alloc_bytes,
+                allocs: known(allocs, window),
+                frees: known(frees, window),
+                allocated_bytes: known(c.alloc_bytes, window),
                 survivors,
             }
         })

@@ -151,6 +151,98 @@ fn diff_groups_by_class_tag_and_type() {
 }
 
 #[test]
+fn diff_of_a_later_snapshot_given_first_shows_the_fall_in_live_bytes() {
+    let dir = demo("diff_reversed");
+    let run = heapdelta([
+        "diff",
+        arg(&dir.join("step4.json")),
+        arg(&dir.join("step1.json")),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("| step 1 | live 34.6 KiB | added -97.9 KiB | blocks 29 (-84) |"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with("compared with step 4: not a window of one run"),
+        "{}",
+        lines[1]
+    );
+    let insert = lines.iter().find(|l| l.contains("Cache::insert")).unwrap();
+    assert!(insert.contains("-96.0 KiB"), "{insert}");
+    assert!(
+        insert.contains(" ?  "),
+        "allocations between the two are unknown: {insert}"
+    );
+}
+
+#[test]
+fn diff_of_snapshots_from_two_runs_compares_what_was_live() {
+    let dir = common::temp_dir("diff_two_runs");
+    // The earlier run ran longer: its running counts are above the later run's.
+    for (name, steps, run) in [("long.json", 4, 1), ("short.json", 1, 2)] {
+        let mut snapshot = common::snapshot(steps);
+        snapshot["run"] = run.into();
+        let file =
+            serde_json::json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": snapshot});
+        std::fs::write(dir.join(name), file.to_string()).unwrap();
+    }
+    let run = heapdelta([
+        "diff",
+        arg(&dir.join("long.json")),
+        arg(&dir.join("short.json")),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(lines[0].contains("| added -97.9 KiB |"), "{}", lines[0]);
+    assert!(lines[1].starts_with("compared with step 4"), "{}", lines[1]);
+    let log = lines.iter().find(|l| l.contains("Log::push")).unwrap();
+    assert!(log.contains("-1.9 KiB") && log.contains("-60"), "{log}");
+}
+
+/// Writes the last demo snapshot with control characters in its top site's function and type
+/// names, as a damaged or hostile file may have them, into `dir/ctrl.json`.
+fn snapshot_with_control_characters(dir: &Path) -> std::path::PathBuf {
+    let mut snapshot = common::snapshot(4);
+    let site = &mut snapshot["sites"][0]["site"];
+    site["frames"][0]["function"] = "f\u{1b}[31m;x\ny".into();
+    site["type_name"] = "Vec<u8>\u{1b}[2J\nfake line".into();
+    let file = serde_json::json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": snapshot});
+    let path = dir.join("ctrl.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn show_escapes_control_characters_from_the_file() {
+    let dir = common::temp_dir("show_control");
+    let run = heapdelta(["show", arg(&snapshot_with_control_characters(&dir))]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stdout.contains('\u{1b}'), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("[Vec<u8>\\u{1b}[2J\\nfake line]"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn folded_stacks_hold_no_control_characters_from_the_file() {
+    let dir = common::temp_dir("folded_control");
+    let out = dir.join("live.folded");
+    let ctrl = snapshot_with_control_characters(&dir);
+    let run = heapdelta(["flamegraph", arg(&ctrl), "--folded", "-o", arg(&out)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let folded = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        !folded.contains(|c: char| c.is_control() && c != '\n'),
+        "{folded:?}"
+    );
+}
+
+#[test]
 fn show_and_diff_say_when_site_figures_are_sampled_estimates() {
     const NOTE: &str = "call sites sampled about once per 512.0 KiB: their figures are estimates";
     let dir = common::temp_dir("sampled_note");

@@ -26,7 +26,7 @@ use crate::diff::Delta;
 use crate::report::json::{read_contents, Contents};
 use crate::report::snapshot_sites;
 use crate::report::text::By;
-use crate::report::text::{bytes, estimates_note, thousands, OneLine};
+use crate::report::text::{bytes, comparison_note, estimates_note, thousands, OneLine};
 use crate::snapshot::Snapshot;
 
 #[derive(Parser)]
@@ -287,7 +287,7 @@ fn describe(s: &Snapshot, top: usize) -> String {
             thousands(f.live_blocks.max(0) as u64),
             thousands(f.alloc_blocks),
             f.site,
-            f.site.type_name()
+            OneLine(f.site.type_name())
         );
     }
     out
@@ -301,7 +301,10 @@ fn diff(old: &Path, new: &Path, by: By, top: usize) -> Outcome {
 
 /// The `diff` text: the summary line, then one row per group, largest growth first.
 fn growth_table(d: &Delta, by: By, top: usize) -> String {
-    format!("{}\n{}", d.summary(), d.table(by, top))
+    match comparison_note(d) {
+        Some(note) => format!("{}\n{note}\n{}", d.summary(), d.table(by, top)),
+        None => format!("{}\n{}", d.summary(), d.table(by, top)),
+    }
 }
 
 fn flamegraph(path: &Path, output: &Path, window: &Window, folded: bool) -> Outcome {

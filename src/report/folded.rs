@@ -13,9 +13,9 @@ use crate::report::{delta_sites, snapshot_sites, SiteFigures, UNKNOWN_SITE};
 use crate::snapshot::Snapshot;
 
 /// A frame name as a folded-stack element: `;` separates frames and a line ends a stack, so
-/// neither may appear inside one.
+/// neither may appear inside one, and control characters (which no SVG may hold) read as spaces.
 fn element(name: &str) -> String {
-    name.replace(';', ",").replace(['\n', '\r'], " ")
+    name.replace(';', ",").replace(char::is_control, " ")
 }
 
 /// One line per stack with positive live bytes, outermost frame first, largest first. Sites

@@ -8,7 +8,7 @@ use plotters::prelude::*;
 
 use crate::callsite::Site;
 use crate::diff::{live_by_site, Timeline};
-use crate::report::text::bytes;
+use crate::report::text::{bytes, OneLine};
 
 /// Sites drawn as their own lines.
 const TOP_SITES: usize = 5;
@@ -73,7 +73,7 @@ fn series(t: &Timeline) -> Vec<Series> {
     for ((site, _), colour) in growing.into_iter().zip(SITE_COLOURS) {
         let mut name = match site.type_name() {
             "(unknown)" => site.to_string(),
-            type_name => format!("{site} [{type_name}]"),
+            type_name => format!("{site} [{}]", OneLine(type_name)),
         };
         if name.chars().count() > NAME_CHARS {
             name = name.chars().take(NAME_CHARS - 1).collect::<String>() + "\u{2026}";
@@ -122,7 +122,7 @@ impl Timeline {
             .enumerate()
             .map(|(i, c)| {
                 c.label()
-                    .map_or_else(|| format!("#{}", i + 1), str::to_string)
+                    .map_or_else(|| format!("#{}", i + 1), |label| OneLine(label).to_string())
             })
             .collect();
         let series = series(self);

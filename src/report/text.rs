@@ -201,6 +201,12 @@ impl Delta {
             "live bytes", "blocks", third
         );
         for (live_bytes, live_blocks, third, name) in rows.into_iter().take(top) {
+            // A comparison knows no allocations.
+            let third = if self.is_comparison() {
+                "?".into()
+            } else {
+                third
+            };
             let _ = writeln!(
                 out,
                 "{:>12} {:>10} {:>10}  {name}",
@@ -216,6 +222,9 @@ impl Delta {
 impl Display for Delta {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.summary())?;
+        if let Some(note) = comparison_note(self) {
+            writeln!(f, "   {note}")?;
+        }
         if let Some(s) = self.survivors() {
             writeln!(
                 f,
@@ -236,7 +245,11 @@ impl Display for Delta {
             writeln!(f, "   {note}")?;
         }
         for s in &sites {
-            let avg = s.allocated_bytes.checked_div(s.allocs).unwrap_or(0);
+            // A comparison knows no allocations: its average is that of the blocks gained.
+            let avg = match (s.allocs, s.live_blocks) {
+                (0, blocks) if blocks > 0 => s.live_bytes.max(0) as u64 / blocks as u64,
+                (allocs, _) => s.allocated_bytes.checked_div(allocs).unwrap_or(0),
+            };
             let kept = match s.survivors {
                 Some(k) => format!(
                     ", kept {} of {} born",
@@ -251,7 +264,7 @@ impl Display for Delta {
                 signed_bytes(s.live_bytes),
                 signed(s.live_blocks),
                 s.site,
-                s.site.type_name(),
+                OneLine(s.site.type_name()),
                 bytes(avg),
                 kept
             )?;
@@ -261,7 +274,7 @@ impl Display for Delta {
             .iter()
             .filter(|t| t.live_blocks != 0 && t.type_name != "(unknown)")
             .take(TOP)
-            .map(|t| format!("{} {} blk", t.type_name, signed(t.live_blocks)))
+            .map(|t| format!("{} {} blk", OneLine(&t.type_name), signed(t.live_blocks)))
             .collect();
         if !types.is_empty() {
             writeln!(f, "   types: {}", types.join(" | "))?;
@@ -288,6 +301,18 @@ impl Display for Delta {
         }
         Ok(())
     }
+}
+
+/// The line said under the summary of a delta that compares two snapshots instead of covering a
+/// window of one run (see `Delta::is_comparison`), or `None`.
+pub(crate) fn comparison_note(d: &Delta) -> Option<String> {
+    d.is_comparison().then(|| {
+        format!(
+            "compared with {}: not a window of one run (two runs, or the later snapshot first), \
+             so these are changes in what was live; the allocations between are not known",
+            OneLine(d.from_label().unwrap_or("the other snapshot"))
+        )
+    })
 }
 
 /// The line said above call sites whose figures are sampled estimates (`sampled_mean`: the mean
@@ -355,7 +380,7 @@ impl Display for Timeline {
                     signed_bytes(g.live_bytes),
                     g.steps,
                     g.site,
-                    g.site.type_name()
+                    OneLine(g.site.type_name())
                 )?;
             }
         }
