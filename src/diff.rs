@@ -726,6 +726,16 @@ impl Timeline {
         out
     }
 
+    /// The checkpoints that end steps: all of them but a final snapshot that is not a checkpoint,
+    /// such as the `exit` snapshot `HEAPDELTA=report=` adds after `main` has dropped its data
+    /// (counting that fall as a step would hide every leak from the growth detector).
+    pub(crate) fn step_ends(&self) -> &[Snapshot] {
+        match self.checkpoints.split_last() {
+            Some((last, rest)) if !last.checkpoint => rest,
+            _ => &self.checkpoints,
+        }
+    }
+
     /// The checkpoint labelled `label`; an error when no checkpoint has that label, or when
     /// several have it (which one is meant cannot be told).
     ///
@@ -776,7 +786,9 @@ impl Timeline {
     }
 
     /// Sites whose live bytes rose in every one of the last 5 steps between checkpoints (or in
-    /// every such step, when there are fewer; at least 3 checkpoints, so 2 steps, are needed).
+    /// every such step, when there are fewer; at least 3 checkpoints, so 2 steps, are needed). A
+    /// final snapshot that is not a checkpoint, as the `exit` one of `HEAPDELTA=report=`, ends no
+    /// step.
     ///
     /// ```
     /// let mut kept = Vec::new();
@@ -787,7 +799,7 @@ impl Timeline {
     /// println!("{:?}", heapdelta::timeline().growing());
     /// ```
     pub fn growing(&self) -> Vec<Growth> {
-        let n = GROWTH_WINDOW.min(self.checkpoints.len().saturating_sub(1));
+        let n = GROWTH_WINDOW.min(self.step_ends().len().saturating_sub(1));
         if n < 2 {
             return Vec::new();
         }
@@ -802,11 +814,12 @@ impl Timeline {
     /// # let _ = suspects;
     /// ```
     pub fn growing_in(&self, k: usize, n: usize) -> Vec<Growth> {
-        let n = n.min(self.checkpoints.len().saturating_sub(1));
+        let ends = self.step_ends();
+        let n = n.min(ends.len().saturating_sub(1));
         if n == 0 || k == 0 || k > n {
             return Vec::new();
         }
-        let window = &self.checkpoints[self.checkpoints.len() - n - 1..];
+        let window = &ends[ends.len() - n - 1..];
         thread::untracked(|| {
             let series: Vec<HashMap<Site, i64>> = window.iter().map(live_by_site).collect();
             let last = &series[series.len() - 1];

@@ -242,6 +242,44 @@ fn folded_stacks_hold_no_control_characters_from_the_file() {
     );
 }
 
+/// The demo timeline followed by the snapshot `HEAPDELTA=report=` adds at exit: not a
+/// checkpoint, taken once the program has freed everything.
+fn timeline_with_exit_snapshot(dir: &Path) -> std::path::PathBuf {
+    let mut exit = common::snapshot(4);
+    exit["label"] = "exit".into();
+    exit["checkpoint"] = false.into();
+    exit["seconds"] = 10.0.into();
+    exit["totals"]["live_bytes"] = 0.into();
+    exit["totals"]["live_blocks"] = 0.into();
+    for group in ["sites", "classes", "tags"] {
+        for c in exit[group].as_array_mut().unwrap() {
+            c["free_blocks"] = c["alloc_blocks"].clone();
+            c["free_bytes"] = c["alloc_bytes"].clone();
+        }
+    }
+    let mut checkpoints: Vec<serde_json::Value> = (0..=4).map(common::snapshot).collect();
+    checkpoints.push(exit);
+    let file =
+        serde_json::json!({"heapdelta_format": 1, "kind": "timeline", "checkpoints": checkpoints});
+    let path = dir.join("report.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn an_exit_snapshot_does_not_hide_the_sites_that_grew_at_every_step() {
+    let dir = common::temp_dir("exit_snapshot");
+    let run = heapdelta(["show", arg(&timeline_with_exit_snapshot(&dir))]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("growing at every step (last 4 steps):"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("| exit | live 0 B |"), "{}", run.stdout);
+}
+
 #[test]
 fn show_and_diff_say_when_site_figures_are_sampled_estimates() {
     const NOTE: &str = "call sites sampled about once per 512.0 KiB: their figures are estimates";

@@ -55,7 +55,10 @@ fn series(t: &Timeline) -> Vec<Series> {
         });
     }
     let per_step: Vec<_> = cps.iter().map(live_by_site).collect();
-    let (Some(first), Some(last)) = (per_step.first(), per_step.last()) else {
+    // Sites are picked by their growth up to the last step's end: a final `exit` snapshot, taken
+    // once the program has dropped its data, is drawn but does not hide what grew.
+    let last_step = t.step_ends().len().saturating_sub(1);
+    let (Some(first), Some(last)) = (per_step.first(), per_step.get(last_step)) else {
         return out;
     };
     let mut growing: Vec<(&Site, i64)> = last
