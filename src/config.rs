@@ -71,6 +71,14 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
             _ => Err("unknown key (keys: sites, depth, report, every)".to_string()),
         };
         if let Err(why) = parsed {
+            // The default, even when an earlier entry set the key: the last entry decides.
+            match key {
+                "sites" => config.sites = None,
+                "depth" => config.depth = None,
+                "report" => config.report = None,
+                "every" => config.every = None,
+                _ => {}
+            }
             errors.push(format!(
                 "{VAR}: bad {key}={val:?}: {why}; keeping the default"
             ));
@@ -352,6 +360,14 @@ mod tests {
         assert_eq!(bad("every=1e300").0.every, None);
         assert_eq!(bad("every=0.01").0.every, None);
         assert_eq!(ok("every=0.1").every, Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn a_bad_last_value_of_a_repeated_key_keeps_the_default_as_it_says() {
+        let (c, errors) = parse("sites=off,sites=bogus,depth=8,depth=x");
+        assert_eq!(errors.len(), 4, "{errors:?}");
+        assert!(errors[1].ends_with("keeping the default"), "{}", errors[1]);
+        assert_eq!((c.sites, c.depth), (None, None));
     }
 
     #[test]
