@@ -177,7 +177,7 @@ fn a_missing_file_is_an_io_error() {
 
 #[test]
 fn extreme_counts_in_a_file_do_not_panic_when_diffed() {
-    let max = u64::MAX.to_string();
+    let max = i64::MAX.to_string();
     let wild = common::timeline_file()
         .replace(
             r#""alloc_bytes":131072"#,

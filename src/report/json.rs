@@ -161,6 +161,48 @@ fn check_snapshot(s: &Snapshot) -> Result<(), String> {
                 c.free_blocks, c.free_bytes, c.alloc_blocks, c.alloc_bytes
             ));
         }
+        if c.alloc_blocks > MAX_COUNT || c.alloc_bytes > MAX_COUNT {
+            return Err(format!(
+                "{name} counts more than {MAX_COUNT} allocations or bytes"
+            ));
+        }
+    }
+    if [t.total_bytes, t.total_blocks, t.peak_bytes, t.peak_blocks]
+        .iter()
+        .any(|&n| n > MAX_COUNT)
+    {
+        return Err(format!("totals above {MAX_COUNT}"));
+    }
+    for c in &s.sites {
+        if c.young_free.0 > c.counts.free_blocks || c.young_free.1 > c.counts.free_bytes {
+            return Err(format!(
+                "inconsistent counters: site {} has more young frees than frees",
+                c.id
+            ));
+        }
+    }
+    repeated(s.classes.iter().map(|c| c.size), "size class")?;
+    repeated(s.tags.iter().map(|t| t.tag.as_str()), "tag")?;
+    repeated(s.sites.iter().map(|c| c.id), "site")?;
+    if s.sampled_mean == Some(0) {
+        return Err("a sampling mean of 0 bytes".to_string());
+    }
+    Ok(())
+}
+
+/// The largest count a file may hold: live figures are differences of counts, as `i64`.
+const MAX_COUNT: u64 = i64::MAX as u64;
+
+/// An error naming the first key that `keys` holds twice (each group is listed once per key).
+fn repeated<K: Eq + std::hash::Hash + std::fmt::Debug>(
+    keys: impl Iterator<Item = K>,
+    what: &str,
+) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for k in keys {
+        if let Some(k) = seen.replace(k) {
+            return Err(format!("{what} {k:?} is listed twice"));
+        }
     }
     Ok(())
 }
@@ -381,5 +423,54 @@ mod tests {
             matches!(&e, Error::Format(m) if m.starts_with("checkpoint 2: inconsistent totals")),
             "{e}"
         );
+    }
+
+    /// The format error reading `v` gives (panics when `v` reads).
+    fn format_error(v: &Value) -> String {
+        match read_value(v) {
+            Err(Error::Format(m)) => m,
+            Err(e) => panic!("expected a format error, got {e}"),
+            Ok(_) => panic!("expected a format error, the file read"),
+        }
+    }
+
+    #[test]
+    fn a_site_listed_twice_is_a_format_error() {
+        let mut v = demo_snapshot();
+        let first = v["snapshot"]["sites"][0].clone();
+        v["snapshot"]["sites"].as_array_mut().unwrap().push(first);
+        assert!(format_error(&v).contains("listed twice"));
+    }
+
+    #[test]
+    fn a_size_class_listed_twice_is_a_format_error() {
+        let mut v = demo_snapshot();
+        let first = v["snapshot"]["classes"][0].clone();
+        v["snapshot"]["classes"].as_array_mut().unwrap().push(first);
+        assert!(format_error(&v).contains("size class 32 is listed twice"));
+    }
+
+    #[test]
+    fn more_young_frees_than_frees_at_a_site_are_a_format_error() {
+        let mut v = demo_snapshot();
+        v["snapshot"]["sites"][0]["young_free"] = serde_json::json!([1u64 << 40, 0]);
+        assert!(format_error(&v).contains("more young frees than frees"));
+    }
+
+    #[test]
+    fn a_sampling_mean_of_zero_is_a_format_error() {
+        let mut v = demo_snapshot();
+        v["snapshot"]["sampled_mean"] = Value::from(0);
+        assert!(format_error(&v).contains("sampling mean of 0"));
+    }
+
+    #[test]
+    fn counts_that_do_not_fit_a_signed_difference_are_a_format_error() {
+        let mut v = demo_snapshot();
+        v["snapshot"]["classes"][0]["alloc_bytes"] = Value::from(u64::MAX);
+        assert!(format_error(&v).contains("more than"));
+        let mut v = demo_snapshot();
+        v["snapshot"]["totals"]["peak_bytes"] = Value::from(u64::MAX);
+        assert!(format_error(&v).contains("totals above"));
     }
 }
