@@ -390,6 +390,25 @@ fn flamegraph_folded_writes_stacks_outermost_first() {
 }
 
 #[test]
+fn folded_stacks_of_a_window_without_growth_are_an_error_not_an_empty_file() {
+    let dir = demo("folded_empty");
+    let out = dir.join("none.folded");
+    let run = heapdelta([
+        "flamegraph",
+        arg(&dir.join("timeline.json")),
+        "--from",
+        "step 1",
+        "--to",
+        "step 1",
+        "--folded",
+        "-o",
+        arg(&out),
+    ]);
+    assert_one_line_failure(&run, 1, "nothing to write");
+    assert!(!out.exists());
+}
+
+#[test]
 fn plot_draws_a_timeline() {
     let dir = demo("plot");
     let out = dir.join("timeline.svg");

@@ -309,12 +309,23 @@ fn growth_table(d: &Delta, by: By, top: usize) -> String {
 
 fn flamegraph(path: &Path, output: &Path, window: &Window, folded: bool) -> Outcome {
     let written = match (select(path, window)?, folded) {
-        (Selection::Live(s), true) => std::fs::write(output, s.folded()),
-        (Selection::Growth(d), true) => std::fs::write(output, d.folded()),
+        (Selection::Live(s), true) => write_folded(output, &s.folded()),
+        (Selection::Growth(d), true) => write_folded(output, &d.folded()),
         (Selection::Live(s), false) => s.write_flamegraph(output),
         (Selection::Growth(d), false) => d.write_flamegraph(output),
     };
     written.map_err(|e| fail(output, e))
+}
+
+/// Writes folded stacks to `output`; none at all is an error, as for the SVG.
+fn write_folded(output: &Path, folded: &str) -> std::io::Result<()> {
+    if folded.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "nothing to write: no call site has live bytes (or growth)",
+        ));
+    }
+    crate::report::write_file(output, |w| std::io::Write::write_all(w, folded.as_bytes()))
 }
 
 fn plot(path: &Path, output: &Path) -> Outcome {

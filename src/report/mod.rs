@@ -102,12 +102,110 @@ fn sort_figures(v: &mut [SiteFigures]) {
 /// The name used for a site whose frames are not known.
 pub(crate) const UNKNOWN_SITE: &str = "(unknown site)";
 
-/// Creates `path` and hands a buffered writer to `write`, flushing at the end.
+/// Writes `path` through the buffered writer handed to `write`. A new file, or one that replaces
+/// a regular file, is written beside it under a temporary name and renamed over it once complete,
+/// so a write that fails (a full disk, a size limit) leaves the earlier file whole and no partial
+/// one. Anything else (a device, a pipe, a symbolic link) is written in place.
 pub(crate) fn write_file(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
 ) -> io::Result<()> {
-    let mut w = BufWriter::new(File::create(path)?);
+    let permissions = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => Some(m.permissions()),
+        Ok(_) => return write_to(File::create(path)?, write),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let Some(name) = path.file_name() else {
+        return write_to(File::create(path)?, write);
+    };
+    let mut temporary = std::ffi::OsString::from(".");
+    temporary.push(name);
+    temporary.push(format!(".{}.heapdelta-tmp", std::process::id()));
+    let temporary = path.with_file_name(temporary);
+    let written = File::create(&temporary).and_then(|file| {
+        if let Some(p) = permissions {
+            file.set_permissions(p)?;
+        }
+        write_to(file, write)?;
+        std::fs::rename(&temporary, path)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written
+}
+
+fn write_to(
+    file: File,
+    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut w = BufWriter::new(file);
     write(&mut w)?;
     w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fail_after_writing_some(w: &mut BufWriter<File>) -> io::Result<()> {
+        w.write_all(b"partial")?;
+        Err(io::Error::other("the disk is full"))
+    }
+
+    /// The names in `dir`.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_earlier_file_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        std::fs::write(&path, "earlier").unwrap();
+        assert!(write_file(&path, fail_after_writing_some).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "earlier");
+        assert_eq!(names(dir.path()), ["report.json"]);
+    }
+
+    #[test]
+    fn a_failed_write_of_a_new_file_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(write_file(&dir.path().join("new.json"), fail_after_writing_some).is_err());
+        assert!(names(dir.path()).is_empty());
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_write_replaces_the_file_and_keeps_its_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        std::fs::write(&path, "earlier, longer text").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_file(&path, |w| w.write_all(b"new")).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(names(dir.path()), ["report.json"]);
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_symbolic_link_is_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.json");
+        let link = dir.path().join("link.json");
+        std::fs::write(&target, "earlier").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        write_file(&link, |w| w.write_all(b"new")).unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+    }
 }

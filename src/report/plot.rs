@@ -113,13 +113,20 @@ impl Timeline {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_plot(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        let cps = self.checkpoints();
-        if cps.is_empty() {
+        if self.checkpoints().is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "nothing to plot: the timeline has no checkpoints",
             ));
         }
+        let mut svg = String::new();
+        self.draw(&mut svg)?;
+        crate::report::write_file(path.as_ref(), |w| io::Write::write_all(w, svg.as_bytes()))
+    }
+
+    /// Draws the plot of `write_plot` into `svg` (the timeline has checkpoints).
+    fn draw(&self, svg: &mut String) -> io::Result<()> {
+        let cps = self.checkpoints();
         let labels: Vec<String> = cps
             .iter()
             .enumerate()
@@ -137,7 +144,7 @@ impl Timeline {
             .max(1) as f64;
         let last_x = (cps.len() - 1).max(1) as f64;
 
-        let root = SVGBackend::new(path.as_ref(), (1000, 600)).into_drawing_area();
+        let root = SVGBackend::with_string(svg, (1000, 600)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
         let mut chart = ChartBuilder::on(&root)
             .caption("Heap per checkpoint", ("sans-serif", 22))
