@@ -227,6 +227,12 @@ pub(crate) fn apply_once() {
         }
         OVERRIDE.store(pack(&config), Ordering::Relaxed);
         if let Some(path) = config.report {
+            if let Some(problem) = unwritable(&path) {
+                say(&format!(
+                    "HEAPDELTA: report={}: {problem}; writing it at exit will fail unless that changes",
+                    path.display()
+                ));
+            }
             if REPORT_PATH.set(path).is_ok() {
                 // SAFETY: `write_report_at_exit` is an `extern "C" fn()` that never unwinds.
                 if unsafe { libc::atexit(write_report_at_exit) } != 0 {
@@ -244,6 +250,37 @@ pub(crate) fn apply_once() {
         }
     }
     STATE.store(2, Ordering::Release);
+}
+
+/// Why the report cannot be written to `path` as things stand, checked at start so that the user
+/// hears of it before the run rather than after: `None` when it looks writable.
+fn unwritable(path: &Path) -> Option<String> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Err(e) => {
+            return Some(format!(
+                "its directory {} cannot be used: {e}",
+                dir.display()
+            ))
+        }
+        Ok(m) if !m.is_dir() => return Some(format!("{} is not a directory", dir.display())),
+        Ok(_) => {}
+    }
+    if path.is_dir() {
+        return Some("that is a directory".to_string());
+    }
+    let dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: `dir` is a NUL-terminated path; `access` only reads it.
+    let denied = unsafe { libc::access(dir.as_ptr(), libc::W_OK) } != 0;
+    denied.then(|| {
+        format!(
+            "its directory is not writable: {}",
+            io::Error::last_os_error()
+        )
+    })
 }
 
 /// Takes a checkpoint every `interval`, labelled with the seconds since the first.

@@ -96,7 +96,28 @@ fn heapdelta_report_writes_the_timeline_and_a_final_snapshot_at_exit() {
         .filter_map(|c| c.label())
         .collect();
     assert_eq!(labels, ["start", "step 1", "step 2", "step 3", "exit"]);
+    // The exit snapshot, taken once `main` has dropped everything, ends no step.
+    let growing = timeline.growing();
+    assert!(
+        growing
+            .first()
+            .is_some_and(|g| g.site.to_string().contains("Node::forward")),
+        "{growing:?}"
+    );
     let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_report_path_that_cannot_be_written_is_said_at_start() {
+    let (_, err) = run_with_env(
+        &["--steps", "1"],
+        "report=/nonexistent-heapdelta-dir/report.json",
+    );
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("HEAPDELTA: report=/nonexistent-heapdelta-dir/report.json: "),
+        "{err}"
+    );
 }
 
 #[test]
