@@ -44,9 +44,15 @@ fn log_requests(log: &mut Vec<String>, step: usize) {
     }
 }
 
+/// Writes `path` with `write`; an error names the file.
+fn wrote(path: PathBuf, write: impl FnOnce(&Path) -> std::io::Result<()>) -> Result<(), String> {
+    write(&path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 fn run(data: &Path, pictures: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(data)?;
-    std::fs::create_dir_all(pictures)?;
+    for dir in [data, pictures] {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     let mut cache = Cache {
         entries: HashMap::new(),
     };
@@ -75,14 +81,18 @@ fn run(data: &Path, pictures: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let step = last_step.ok_or("no steps")?;
     let growth = timeline.between("step 1", &format!("step {STEPS}"))?;
 
-    timeline.write_json(data.join("timeline.json"))?;
-    last.write_json(data.join("snapshot.json"))?;
-    last.write_dhat(data.join("snapshot.dhat.json"))?;
-    step.write_dhat(data.join("step.dhat.json"))?;
-    last.write_pprof(data.join("snapshot.pb.gz"))?;
-    growth.write_pprof(data.join("growth.pb.gz"))?;
-    std::fs::write(data.join("live.folded"), last.folded())?;
-    std::fs::write(data.join("growth.folded"), growth.folded())?;
+    wrote(data.join("timeline.json"), |p| timeline.write_json(p))?;
+    wrote(data.join("snapshot.json"), |p| last.write_json(p))?;
+    wrote(data.join("snapshot.dhat.json"), |p| last.write_dhat(p))?;
+    wrote(data.join("step.dhat.json"), |p| step.write_dhat(p))?;
+    wrote(data.join("snapshot.pb.gz"), |p| last.write_pprof(p))?;
+    wrote(data.join("growth.pb.gz"), |p| growth.write_pprof(p))?;
+    wrote(data.join("live.folded"), |p| {
+        std::fs::write(p, last.folded())
+    })?;
+    wrote(data.join("growth.folded"), |p| {
+        std::fs::write(p, growth.folded())
+    })?;
     // A flamegraph needs call sites with live bytes: without call-site capture there are none.
     for (name, drawn) in [
         ("live.svg", last.write_flamegraph(pictures.join("live.svg"))),
@@ -95,7 +105,7 @@ fn run(data: &Path, pictures: &Path) -> Result<(), Box<dyn std::error::Error>> {
             println!("skipped {name}: {e}");
         }
     }
-    timeline.write_plot(pictures.join("timeline.svg"))?;
+    wrote(pictures.join("timeline.svg"), |p| timeline.write_plot(p))?;
     println!("{timeline}");
     std::hint::black_box((&cache.entries, &log));
     Ok(())

@@ -66,7 +66,7 @@ fn format_error(e: serde_json::Error) -> Error {
         Category::Eof => "the file is truncated",
         Category::Syntax => "malformed JSON",
         Category::Data => "unexpected content",
-        Category::Io => return Error::Format(format!("read failed: {e}")),
+        Category::Io => return Error::Io(e.into()),
     };
     Error::Format(format!("{what} ({e})"))
 }
