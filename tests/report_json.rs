@@ -176,6 +176,13 @@ fn a_missing_file_is_an_io_error() {
 }
 
 #[test]
+fn a_directory_is_an_io_error() {
+    let dir = common::temp_dir("directory");
+    let r = Snapshot::read_json(&*dir);
+    assert!(matches!(r, Err(Error::Io(_))), "{r:?}");
+}
+
+#[test]
 fn extreme_counts_in_a_file_do_not_panic_when_diffed() {
     let max = i64::MAX.to_string();
     let wild = common::timeline_file()
