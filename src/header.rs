@@ -18,6 +18,9 @@ const MAGIC_MASK: u8 = 0xF0;
 pub const TRACKED: u8 = 0x01;
 /// The block was chosen by the sampler; its call-site figures carry a weight.
 pub const SAMPLED: u8 = 0x02;
+/// The block is heapdelta's own, from `System` rather than the inner allocator (see
+/// `Tracker::OWN_FROM_SYSTEM`); never with `TRACKED`.
+pub const FROM_SYSTEM: u8 = 0x04;
 const FLAGS_SHIFT: u32 = 16;
 const TAG_SHIFT: u32 = 24;
 const SITE_SHIFT: u32 = 32;
@@ -36,6 +39,9 @@ pub struct Header(u64);
 impl Header {
     /// A header for a block that is not counted.
     pub const UNTRACKED: Header = Header((MAGIC as u64) << FLAGS_SHIFT);
+
+    /// A header for a block of heapdelta's own that `System` served (not counted).
+    pub const OWN_FROM_SYSTEM: Header = Header(((MAGIC | FROM_SYSTEM) as u64) << FLAGS_SHIFT);
 
     /// A header for a counted block born in the epoch whose low 16 bits are `epoch`.
     pub fn tracked(site: u32, epoch: u64, tag: u8, sampled: bool) -> Header {
@@ -107,6 +113,11 @@ impl Header {
     /// Whether the block is counted.
     pub fn is_tracked(self) -> bool {
         self.flags() & TRACKED != 0
+    }
+
+    /// Whether the block is one of heapdelta's own that `System` served.
+    pub fn is_from_system(self) -> bool {
+        self.flags() & FROM_SYSTEM != 0
     }
 
     /// Whether the block's call-site figures are sampled estimates.
@@ -227,6 +238,15 @@ mod tests {
         assert!(!h.is_tracked());
         let t = Header::tracked(7, 7, 3, true);
         assert!(t.is_valid() && t.is_tracked() && t.is_sampled());
+    }
+
+    #[test]
+    fn only_the_header_of_heapdeltas_own_system_blocks_says_it_is_from_system() {
+        let own = Header::OWN_FROM_SYSTEM;
+        assert!(own.is_valid() && !own.is_tracked() && own.is_from_system());
+        assert!(!own.is_exact() && !own.is_plain());
+        assert!(!Header::UNTRACKED.is_from_system());
+        assert!(!Header::tracked(u32::MAX, 0xffff, 0xff, true).is_from_system());
     }
 
     #[test]

@@ -34,6 +34,9 @@ struct State {
     /// `direct` outside any scope, for the inlined paths, which count no tag; null inside a scope.
     fast: Cell<*const Slot>,
     busy: Cell<bool>,
+    /// While set (`probe_inner`), heapdelta's own blocks come from the inner allocator even
+    /// where they would come from `System` (see `own_to_system`).
+    probing: Cell<bool>,
     slot: Cell<*const Slot>,
     index: Cell<u16>,
     pending_bytes: Cell<i64>,
@@ -84,6 +87,7 @@ thread_local! {
             direct: Cell::new(ptr::null()),
             fast: Cell::new(ptr::null()),
             busy: Cell::new(false),
+            probing: Cell::new(false),
             slot: Cell::new(ptr::null()),
             index: Cell::new(0),
             pending_bytes: Cell::new(0),
@@ -741,6 +745,25 @@ fn claim(st: &State) -> &'static Slot {
     config::apply_once();
     st.set_busy(was);
     slot
+}
+
+/// Whether an allocation now is one of heapdelta's own (the thread is inside heapdelta, so it is
+/// not counted) that a tracker over a stateful allocator takes from `System` (see
+/// `Tracker::OWN_FROM_SYSTEM`): not inside `probe_inner`.
+#[inline(always)]
+pub fn own_to_system() -> bool {
+    state().is_some_and(|st| st.busy.get() && !st.probing.get())
+}
+
+/// Runs `f` with heapdelta's own allocations going to the inner allocator, as they do under
+/// `System`: for `pool_stats`'s probe, which must land in the global pool to find it.
+pub fn probe_inner<R>(f: impl FnOnce() -> R) -> R {
+    let was = STATE.try_with(|st| st.probing.replace(true)).ok();
+    let r = f();
+    if let Some(was) = was {
+        let _ = STATE.try_with(|st| st.probing.set(was));
+    }
+    r
 }
 
 /// Runs heapdelta's own work (building snapshots, resolving symbols) with the guard set, so its

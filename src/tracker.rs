@@ -121,16 +121,31 @@ impl<A: GlobalAlloc> Tracker<A> {
         self
     }
 
-    /// Gets the inner block for `layout` from `inner_alloc`, records it and writes its header.
+    /// Whether heapdelta's own allocations (made while the thread is inside heapdelta, with an
+    /// untracked header) come from `System` rather than the inner allocator: when the inner
+    /// allocator holds state, as a [`Pool`](crate::Pool) or a reference to one does, so that its
+    /// own figures (a pool's reserved and in-use bytes) hold only the program's blocks. A
+    /// zero-sized allocator such as `System` keeps them, and the check costs nothing there.
+    const OWN_FROM_SYSTEM: bool = std::mem::size_of::<A>() != 0;
+
+    /// Gets the inner block for `layout` from `inner_alloc`, records it and writes its header;
+    /// heapdelta's own blocks come from `system_alloc` instead when `OWN_FROM_SYSTEM`.
     ///
     /// # Safety
-    /// `inner_alloc` must return null or a block of the layout it is given.
+    /// `inner_alloc` and `system_alloc` must return null or a block of the layout they are given.
     #[inline(always)]
     unsafe fn alloc_with(
         &self,
         layout: Layout,
         inner_alloc: impl FnOnce(Layout) -> *mut u8,
+        system_alloc: impl FnOnce(Layout) -> *mut u8,
     ) -> *mut u8 {
+        if Self::OWN_FROM_SYSTEM && thread::own_to_system() {
+            // SAFETY: the prefix is that of `layout.align()`; the caller's contract.
+            return unsafe {
+                place_own(layout.size(), header::prefix(layout.align()), system_alloc)
+            };
+        }
         if layout.align() <= HEADER_SIZE {
             // Nearly every request: the prefix is the header alone, a constant the inner
             // allocator's own alignment checks fold with.
@@ -183,6 +198,62 @@ impl<A: GlobalAlloc> Tracker<A> {
             self.on_alloc(size).write(user);
             user
         }
+    }
+
+    /// `realloc` when heapdelta's own blocks come from `System` (`OWN_FROM_SYSTEM`) and the old
+    /// block is one of them, or the new one will be (`thread::own_to_system`): the block stays
+    /// with `System` when both hold, and otherwise moves to the allocator the new block belongs
+    /// to, the old one counted as freed if it was tracked.
+    ///
+    /// # Safety
+    /// `ptr` must be a block of this tracker allocated with `layout`, `old` its header, `new_size`
+    /// valid for `realloc`, and `outer` the outer layouts of the old block and the new one.
+    #[cold]
+    #[inline(never)]
+    unsafe fn realloc_own(
+        &self,
+        ptr: *mut u8,
+        layout: Layout,
+        new_size: usize,
+        old: Header,
+        (old_outer, new_outer): (Layout, Layout),
+    ) -> *mut u8 {
+        let prefix = header::prefix(layout.align());
+        let to_system = thread::own_to_system();
+        if to_system && old.is_from_system() {
+            // SAFETY: the old block is `System`'s, allocated with `old_outer`; `new_outer.size()`
+            // is non-zero and valid for that alignment.
+            let base = unsafe { System.realloc(ptr.sub(prefix), old_outer, new_outer.size()) };
+            if base.is_null() {
+                return base;
+            }
+            // SAFETY: `base` holds `prefix + new_size` bytes, the untracked header copied along.
+            return unsafe { base.add(prefix) };
+        }
+        // SAFETY: `prefix` is that of `layout.align()`; the closures return null or a block of
+        // the layout they are given.
+        let new = unsafe {
+            if to_system {
+                place_own(new_size, prefix, |outer| System.alloc(outer))
+            } else {
+                self.place(new_size, prefix, |outer| self.inner.alloc(outer))
+            }
+        };
+        if new.is_null() {
+            return new;
+        }
+        // SAFETY: both blocks hold at least the bytes copied and do not overlap (the new one is
+        // fresh); the old one is then given back to the allocator it came from, with its layout.
+        unsafe {
+            ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+            if old.is_from_system() {
+                System.dealloc(ptr.sub(prefix), old_outer);
+            } else {
+                self.on_free(old, layout.size());
+                self.inner.dealloc(ptr.sub(prefix), old_outer);
+            }
+        }
+        new
     }
 
     /// Records a new block of `size` bytes and returns its header.
@@ -265,9 +336,10 @@ impl<A: GlobalAlloc> Tracker<A> {
             .unwrap_or(Header::UNTRACKED)
     }
 
-    /// Records the end of a block of `size` bytes whose header is `h`.
+    /// Records the end of a block of `size` bytes whose header is `h`; returns whether the block
+    /// is one of heapdelta's own from `System` (see `OWN_FROM_SYSTEM`).
     #[inline(always)]
-    fn on_free(&self, h: Header, size: usize) {
+    fn on_free(&self, h: Header, size: usize) -> bool {
         // Inline only for blocks without a tag, outside scopes, and with a call site only when
         // sites are exact; without one, only for blocks born in the current epoch.
         // `on_free_general` tries the same path for the other exactly counted blocks before
@@ -276,9 +348,7 @@ impl<A: GlobalAlloc> Tracker<A> {
             CallSites::Exact if h.is_plain() && h.site() != 0 => thread::fast_free_sited(h, size),
             _ => thread::fast_free(h, size),
         };
-        if !done {
-            self.on_free_general(h, size);
-        }
+        !done && self.on_free_general(h, size)
     }
 
     /// `on_free` when the inlined path does not apply. A block with a call site or a scope tag, one
@@ -286,21 +356,19 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// scopes leave open; the rest is `on_free_record`, a function of its own so that this one
     /// stays small.
     #[inline(never)]
-    fn on_free_general(&self, h: Header, size: usize) {
-        if !(h.is_exact() && thread::fast_free_exact(h, size)) {
-            self.on_free_record(h, size);
-        }
+    fn on_free_general(&self, h: Header, size: usize) -> bool {
+        !(h.is_exact() && thread::fast_free_exact(h, size)) && self.on_free_record(h, size)
     }
 
     /// `on_free` when no fast path applies: a sampled, untracked or damaged block, the peak, a
     /// thread without a slot of its own or exiting.
     #[inline(never)]
-    fn on_free_record(&self, h: Header, size: usize) {
+    fn on_free_record(&self, h: Header, size: usize) -> bool {
         if !h.is_valid() {
             bad_header();
         }
         if !h.is_tracked() {
-            return;
+            return h.is_from_system();
         }
         let record = |ctx: &Ctx| {
             let young = count_free(ctx, h, size);
@@ -311,6 +379,7 @@ impl<A: GlobalAlloc> Tracker<A> {
         if thread::fast(record).is_none() {
             thread::record_always_slow(record);
         }
+        false
     }
 
     /// Records the end of a block that has a call site.
@@ -397,6 +466,35 @@ fn site_weight(size: usize, sampled: bool, mode: CallSites) -> (u64, u64) {
     }
 }
 
+/// Gets a block of `size` bytes for heapdelta's own use from `system_alloc` (see
+/// `Tracker::OWN_FROM_SYSTEM`), with the header that says so.
+///
+/// # Safety
+/// `prefix` must be `header::prefix` of the requested alignment, and `system_alloc` must return
+/// null or a block of the layout it is given.
+#[cold]
+#[inline(never)]
+unsafe fn place_own(
+    size: usize,
+    prefix: usize,
+    system_alloc: impl FnOnce(Layout) -> *mut u8,
+) -> *mut u8 {
+    let Some(outer) = header::outer_for(size, prefix) else {
+        return ptr::null_mut();
+    };
+    let base = system_alloc(outer);
+    if base.is_null() {
+        return base;
+    }
+    // SAFETY: `base` has `prefix + size` bytes, so `user` is in bounds and the header fits in the
+    // prefix.
+    unsafe {
+        let user = base.add(prefix);
+        Header::OWN_FROM_SYSTEM.write(user);
+        user
+    }
+}
+
 #[cold]
 fn bad_header() -> ! {
     const MSG: &[u8] = b"heapdelta: a block freed through the Tracker has no valid header \
@@ -428,13 +526,25 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: `outer` has a non-zero size (it includes the header).
-        unsafe { self.alloc_with(layout, |outer| self.inner.alloc(outer)) }
+        unsafe {
+            self.alloc_with(
+                layout,
+                |outer| self.inner.alloc(outer),
+                |outer| System.alloc(outer),
+            )
+        }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as in `alloc`.
-        unsafe { self.alloc_with(layout, |outer| self.inner.alloc_zeroed(outer)) }
+        unsafe {
+            self.alloc_with(
+                layout,
+                |outer| self.inner.alloc_zeroed(outer),
+                |outer| System.alloc_zeroed(outer),
+            )
+        }
     }
 
     #[inline(always)]
@@ -442,13 +552,18 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
         // SAFETY: `ptr` was returned by `alloc` with this layout (GlobalAlloc contract), so the
         // header precedes it; `on_free` checks its magic bits.
         let h = unsafe { Header::read(ptr) };
-        self.on_free(h, layout.size());
+        let own = self.on_free(h, layout.size());
         // SAFETY: the block was allocated with `layout`, so `outer_for` accepted its size and
-        // prefix then, and `ptr - prefix` is the inner block, allocated with that outer layout.
+        // prefix then, and `ptr - prefix` is the inner block, allocated with that outer layout,
+        // by `System` when `on_free` says it is one of heapdelta's own.
         unsafe {
             let prefix = header::prefix(layout.align());
             let outer = header::outer_of_allocated(layout.size(), prefix);
-            self.inner.dealloc(ptr.sub(prefix), outer)
+            if own {
+                System.dealloc(ptr.sub(prefix), outer)
+            } else {
+                self.inner.dealloc(ptr.sub(prefix), outer)
+            }
         }
     }
 
@@ -463,6 +578,10 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
         };
         // SAFETY: `ptr` is one of our blocks (GlobalAlloc contract).
         let old = unsafe { checked_header(ptr) };
+        if Self::OWN_FROM_SYSTEM && (old.is_from_system() || thread::own_to_system()) {
+            // SAFETY: as below; `old` is the block's header.
+            return unsafe { self.realloc_own(ptr, layout, new_size, old, (old_outer, new_outer)) };
+        }
         // SAFETY: the inner block starts `prefix` bytes before `ptr` and was allocated with
         // `old_outer`; `new_outer.size()` is non-zero and a valid size for that alignment.
         let base = unsafe {

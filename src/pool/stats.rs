@@ -256,7 +256,7 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// assert_eq!(heapdelta::pool_stats(), None);
 /// ```
 pub fn pool_stats() -> Option<PoolStats> {
-    let probe = Box::new(0u64);
+    let probe = crate::thread::probe_inner(|| Box::new(0u64));
     let addr = &*probe as *const u64 as usize;
     let found = with_registry(|es| {
         es.iter().flatten().copied().find(|e| {
@@ -266,7 +266,7 @@ pub fn pool_stats() -> Option<PoolStats> {
             core.map.contains(&core.geo, addr)
         })
     })?;
-    drop(probe);
+    crate::thread::probe_inner(|| drop(probe));
     let raw = with_registry(|es| {
         es.iter()
             .flatten()
