@@ -123,7 +123,7 @@ impl Snapshot {
     /// println!("{}", b.since(&a));
     /// ```
     pub fn since(&self, earlier: &Snapshot) -> Delta {
-        Delta::between(earlier, self)
+        crate::thread::untracked(|| Delta::between(earlier, self))
     }
 
     /// The checkpoint label, if this snapshot was taken by [`checkpoint`](crate::checkpoint).

@@ -150,11 +150,13 @@ impl Snapshot {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_dhat_to(&self, w: impl Write) -> io::Result<()> {
-        let cmd = match self.label() {
-            Some(label) => format!("heapdelta snapshot {label:?}"),
-            None => "heapdelta snapshot".to_string(),
-        };
-        write_dhat(&build(&snapshot_sites(self), cmd, self.seconds), w)
+        crate::thread::untracked(|| {
+            let cmd = match self.label() {
+                Some(label) => format!("heapdelta snapshot {label:?}"),
+                None => "heapdelta snapshot".to_string(),
+            };
+            write_dhat(&build(&snapshot_sites(self), cmd, self.seconds), w)
+        })
     }
 }
 
@@ -183,8 +185,10 @@ impl Delta {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_dhat_to(&self, w: impl Write) -> io::Result<()> {
-        let cmd = format!("heapdelta growth {}", self.window_name());
-        write_dhat(&build(&delta_sites(self), cmd, self.seconds), w)
+        crate::thread::untracked(|| {
+            let cmd = format!("heapdelta growth {}", self.window_name());
+            write_dhat(&build(&delta_sites(self), cmd, self.seconds), w)
+        })
     }
 
     /// `"step 1" → "step 2"`, naming the window in report titles.

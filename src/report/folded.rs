@@ -55,7 +55,7 @@ impl Snapshot {
     /// }
     /// ```
     pub fn folded(&self) -> String {
-        fold(&snapshot_sites(self))
+        crate::thread::untracked(|| fold(&snapshot_sites(self)))
     }
 
     /// Draws the live bytes per call site as a flamegraph SVG (feature `flamegraph`).
@@ -95,7 +95,7 @@ impl Delta {
     /// # drop(v);
     /// ```
     pub fn folded(&self) -> String {
-        fold(&delta_sites(self))
+        crate::thread::untracked(|| fold(&delta_sites(self)))
     }
 
     /// Draws the growth of live bytes per call site as a flamegraph SVG (feature `flamegraph`).
@@ -120,19 +120,22 @@ impl Delta {
 
 #[cfg(feature = "flamegraph")]
 fn flamegraph(folded: &str, title: &str, path: &Path) -> io::Result<()> {
-    if folded.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "nothing to draw: no call site has live bytes (or growth)",
-        ));
-    }
-    let mut options = inferno::flamegraph::Options::default();
-    options.title = title.to_string();
-    options.count_name = "bytes".to_string();
-    options.name_type = "Site:".to_string();
-    options.colors =
-        inferno::flamegraph::color::Palette::Basic(inferno::flamegraph::color::BasicPalette::Mem);
-    crate::report::write_file(path, |w| {
-        inferno::flamegraph::from_lines(&mut options, folded.lines(), w)
+    crate::thread::untracked(|| {
+        if folded.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "nothing to draw: no call site has live bytes (or growth)",
+            ));
+        }
+        let mut options = inferno::flamegraph::Options::default();
+        options.title = title.to_string();
+        options.count_name = "bytes".to_string();
+        options.name_type = "Site:".to_string();
+        options.colors = inferno::flamegraph::color::Palette::Basic(
+            inferno::flamegraph::color::BasicPalette::Mem,
+        );
+        crate::report::write_file(path, |w| {
+            inferno::flamegraph::from_lines(&mut options, folded.lines(), w)
+        })
     })
 }

@@ -74,53 +74,55 @@ fn format_error(e: serde_json::Error) -> Error {
 /// Reads any heapdelta JSON file: checks the envelope first, so a file from a newer heapdelta is
 /// reported as such even when its contents changed shape.
 pub(crate) fn read_contents(r: impl Read) -> Result<Contents, Error> {
-    let value: Value = serde_json::from_reader(r).map_err(format_error)?;
-    let Some(obj) = value.as_object() else {
-        return Err(Error::Format(
-            "expected a JSON object with a \"heapdelta_format\" field".to_string(),
-        ));
-    };
-    let version = match obj.get("heapdelta_format") {
-        None => {
+    crate::thread::untracked(|| {
+        let value: Value = serde_json::from_reader(r).map_err(format_error)?;
+        let Some(obj) = value.as_object() else {
             return Err(Error::Format(
-                "no \"heapdelta_format\" field: not a heapdelta JSON file".to_string(),
-            ))
+                "expected a JSON object with a \"heapdelta_format\" field".to_string(),
+            ));
+        };
+        let version = match obj.get("heapdelta_format") {
+            None => {
+                return Err(Error::Format(
+                    "no \"heapdelta_format\" field: not a heapdelta JSON file".to_string(),
+                ))
+            }
+            Some(v) => v.as_u64().ok_or_else(|| {
+                Error::Format(format!(
+                    "\"heapdelta_format\" must be a whole number, found {v}"
+                ))
+            })?,
+        };
+        if version > FORMAT_VERSION {
+            return Err(Error::Version {
+                found: version,
+                supported: FORMAT_VERSION,
+            });
         }
-        Some(v) => v.as_u64().ok_or_else(|| {
-            Error::Format(format!(
-                "\"heapdelta_format\" must be a whole number, found {v}"
-            ))
-        })?,
-    };
-    if version > FORMAT_VERSION {
-        return Err(Error::Version {
-            found: version,
-            supported: FORMAT_VERSION,
-        });
-    }
-    if version == 0 {
-        return Err(Error::Format(
-            "\"heapdelta_format\" 0 does not exist".to_string(),
-        ));
-    }
-    match obj.get("kind").and_then(Value::as_str) {
-        Some(SNAPSHOT) => {
-            let body: SnapshotBody = serde_json::from_value(value).map_err(format_error)?;
-            check_snapshot(&body.snapshot).map_err(Error::Format)?;
-            Ok(Contents::Snapshot(Box::new(body.snapshot)))
+        if version == 0 {
+            return Err(Error::Format(
+                "\"heapdelta_format\" 0 does not exist".to_string(),
+            ));
         }
-        Some(TIMELINE) => {
-            let body: TimelineBody = serde_json::from_value(value).map_err(format_error)?;
-            check_timeline(&body.checkpoints).map_err(Error::Format)?;
-            Ok(Contents::Timeline(Timeline::new(body.checkpoints)))
+        match obj.get("kind").and_then(Value::as_str) {
+            Some(SNAPSHOT) => {
+                let body: SnapshotBody = serde_json::from_value(value).map_err(format_error)?;
+                check_snapshot(&body.snapshot).map_err(Error::Format)?;
+                Ok(Contents::Snapshot(Box::new(body.snapshot)))
+            }
+            Some(TIMELINE) => {
+                let body: TimelineBody = serde_json::from_value(value).map_err(format_error)?;
+                check_timeline(&body.checkpoints).map_err(Error::Format)?;
+                Ok(Contents::Timeline(Timeline::new(body.checkpoints)))
+            }
+            Some(other) => Err(Error::Format(format!(
+                "unknown kind {other:?} (expected \"snapshot\" or \"timeline\")"
+            ))),
+            None => Err(Error::Format(
+                "no \"kind\" field (expected \"snapshot\" or \"timeline\")".to_string(),
+            )),
         }
-        Some(other) => Err(Error::Format(format!(
-            "unknown kind {other:?} (expected \"snapshot\" or \"timeline\")"
-        ))),
-        None => Err(Error::Format(
-            "no \"kind\" field (expected \"snapshot\" or \"timeline\")".to_string(),
-        )),
-    }
+    })
 }
 
 /// Checks what heapdelta's counters guarantee of any snapshot it wrote: nothing frees more than
@@ -241,17 +243,19 @@ impl Snapshot {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_json_to(&self, w: impl Write) -> io::Result<()> {
-        let mut resolved = self.clone();
-        resolved.resolve_sites();
-        serde_json::to_writer(
-            w,
-            &SnapshotFile {
-                heapdelta_format: FORMAT_VERSION,
-                kind: SNAPSHOT,
-                snapshot: &resolved,
-            },
-        )
-        .map_err(to_io)
+        crate::thread::untracked(|| {
+            let mut resolved = self.clone();
+            resolved.resolve_sites();
+            serde_json::to_writer(
+                w,
+                &SnapshotFile {
+                    heapdelta_format: FORMAT_VERSION,
+                    kind: SNAPSHOT,
+                    snapshot: &resolved,
+                },
+            )
+            .map_err(to_io)
+        })
     }
 
     /// Reads a snapshot written by [`write_json`](Snapshot::write_json). A missing, truncated or
@@ -308,19 +312,21 @@ impl Timeline {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_json_to(&self, w: impl Write) -> io::Result<()> {
-        let mut resolved = self.checkpoints.clone();
-        for s in &mut resolved {
-            s.resolve_sites();
-        }
-        serde_json::to_writer(
-            w,
-            &TimelineFile {
-                heapdelta_format: FORMAT_VERSION,
-                kind: TIMELINE,
-                checkpoints: &resolved,
-            },
-        )
-        .map_err(to_io)
+        crate::thread::untracked(|| {
+            let mut resolved = self.checkpoints.clone();
+            for s in &mut resolved {
+                s.resolve_sites();
+            }
+            serde_json::to_writer(
+                w,
+                &TimelineFile {
+                    heapdelta_format: FORMAT_VERSION,
+                    kind: TIMELINE,
+                    checkpoints: &resolved,
+                },
+            )
+            .map_err(to_io)
+        })
     }
 
     /// Reads a timeline written by [`write_json`](Timeline::write_json); errors as for

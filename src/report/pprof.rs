@@ -306,16 +306,18 @@ impl Snapshot {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_pprof_to(&self, w: impl Write) -> io::Result<()> {
-        let comment = match self.label() {
-            Some(label) => format!("heapdelta snapshot {label:?}"),
-            None => "heapdelta snapshot".to_string(),
-        };
-        let window = Window {
-            seconds: self.seconds,
-            end_unix_nanos: self.unix_nanos,
-            sampled_mean: self.sampled_mean,
-        };
-        write_gzipped(&build(&snapshot_sites(self), window, &comment), w)
+        crate::thread::untracked(|| {
+            let comment = match self.label() {
+                Some(label) => format!("heapdelta snapshot {label:?}"),
+                None => "heapdelta snapshot".to_string(),
+            };
+            let window = Window {
+                seconds: self.seconds,
+                end_unix_nanos: self.unix_nanos,
+                sampled_mean: self.sampled_mean,
+            };
+            write_gzipped(&build(&snapshot_sites(self), window, &comment), w)
+        })
     }
 }
 
@@ -347,12 +349,14 @@ impl Delta {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_pprof_to(&self, w: impl Write) -> io::Result<()> {
-        let comment = format!("heapdelta growth {}", self.window_name());
-        let window = Window {
-            seconds: self.seconds,
-            end_unix_nanos: self.unix_nanos,
-            sampled_mean: self.sampled_mean,
-        };
-        write_gzipped(&build(&delta_sites(self), window, &comment), w)
+        crate::thread::untracked(|| {
+            let comment = format!("heapdelta growth {}", self.window_name());
+            let window = Window {
+                seconds: self.seconds,
+                end_unix_nanos: self.unix_nanos,
+                sampled_mean: self.sampled_mean,
+            };
+            write_gzipped(&build(&delta_sites(self), window, &comment), w)
+        })
     }
 }

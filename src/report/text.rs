@@ -80,41 +80,52 @@ impl Delta {
     /// assert!(d.summary().starts_with("| step 1 |"));
     /// ```
     pub fn summary(&self) -> String {
-        let label = self.label().unwrap_or(if self.after.is_some() {
-            "now"
-        } else {
-            "measure"
-        });
-        let mut s = format!("| {} |", OneLine(label));
-        match self.after {
-            Some(t) => {
-                s += &format!(
-                    " live {} | added {} | blocks {} ({}) | peak {} |",
-                    bytes(t.live_bytes),
-                    signed_bytes(self.live_bytes()),
-                    thousands(t.live_blocks),
-                    signed(self.live_blocks()),
-                    bytes(t.peak_bytes)
-                );
-                if let Some(p) = &self.pool {
-                    s += &format!(" reserved {} |", bytes(p.bytes_reserved));
+        crate::thread::untracked(|| {
+            let label = self.label().unwrap_or(if self.after.is_some() {
+                "now"
+            } else {
+                "measure"
+            });
+            let mut s = format!("| {} |", OneLine(label));
+            match self.after {
+                Some(t) => {
+                    s += &format!(
+                        " live {} | added {} | blocks {} ({}) | peak {} |",
+                        bytes(t.live_bytes),
+                        signed_bytes(self.live_bytes()),
+                        thousands(t.live_blocks),
+                        signed(self.live_blocks()),
+                        bytes(t.peak_bytes)
+                    );
+                    if let Some(p) = &self.pool {
+                        s += &format!(" reserved {} |", bytes(p.bytes_reserved));
+                    }
+                }
+                None => {
+                    s += &format!(
+                        " added {} | blocks {} | allocated {} in {} blocks |",
+                        signed_bytes(self.live_bytes()),
+                        signed(self.live_blocks()),
+                        bytes(self.allocated_bytes()),
+                        thousands(self.allocated_blocks())
+                    );
                 }
             }
-            None => {
-                s += &format!(
-                    " added {} | blocks {} | allocated {} in {} blocks |",
-                    signed_bytes(self.live_bytes()),
-                    signed(self.live_blocks()),
-                    bytes(self.allocated_bytes()),
-                    thousands(self.allocated_blocks())
-                );
-            }
-        }
-        s
+            s
+        })
     }
 }
 
 /// How [`Delta::table`] groups the growth.
+///
+/// ```
+/// use heapdelta::By;
+/// let (kept, d) = heapdelta::measure(|| vec![0u8; 64]);
+/// for by in [By::Site, By::Class, By::Tag, By::Type] {
+///     print!("{}", d.table(by, 5));
+/// }
+/// # drop(kept);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[non_exhaustive]
@@ -148,158 +159,162 @@ impl Delta {
     /// # drop(kept);
     /// ```
     pub fn table(&self, by: By, top: usize) -> String {
-        let (third, name) = match by {
-            By::Site => ("allocs", "site"),
-            By::Class => ("allocs", "size class"),
-            By::Tag => ("allocated", "tag"),
-            By::Type => ("allocs", "type"),
-        };
-        let rows: Vec<(i64, i64, String, String)> = match by {
-            By::Site => self
-                .sites()
-                .iter()
-                .map(|s| {
-                    let name = format!("{}  [{}]", s.site, OneLine(s.site.type_name()));
-                    (s.live_bytes, s.live_blocks, thousands(s.allocs), name)
-                })
-                .collect(),
-            By::Class => self
-                .size_classes()
-                .iter()
-                .map(|c| {
-                    let name = format!("{} B", thousands(c.size as u64));
-                    (c.live_bytes, c.live_blocks, thousands(c.allocs), name)
-                })
-                .collect(),
-            By::Tag => self
-                .tags()
-                .iter()
-                .map(|t| {
-                    let name = match t.tag {
-                        "" => "(no tag)".to_string(),
-                        tag => OneLine(tag).to_string(),
-                    };
-                    (t.live_bytes, t.live_blocks, bytes(t.allocated_bytes), name)
-                })
-                .collect(),
-            By::Type => self
-                .types()
-                .iter()
-                .map(|t| {
-                    let name = OneLine(&t.type_name).to_string();
-                    (t.live_bytes, t.live_blocks, thousands(t.allocs), name)
-                })
-                .collect(),
-        };
-        let mut out = String::new();
-        if let (By::Site | By::Type, Some(note)) = (by, estimates_note(self.sampled_mean)) {
-            let _ = writeln!(out, "{note}");
-        }
-        let _ = writeln!(
-            out,
-            "{:>12} {:>10} {:>10}  {name}",
-            "live bytes", "blocks", third
-        );
-        for (live_bytes, live_blocks, third, name) in rows.into_iter().take(top) {
-            // A comparison knows no allocations.
-            let third = if self.is_comparison() {
-                "?".into()
-            } else {
-                third
+        crate::thread::untracked(|| {
+            let (third, name) = match by {
+                By::Site => ("allocs", "site"),
+                By::Class => ("allocs", "size class"),
+                By::Tag => ("allocated", "tag"),
+                By::Type => ("allocs", "type"),
             };
+            let rows: Vec<(i64, i64, String, String)> = match by {
+                By::Site => self
+                    .sites()
+                    .iter()
+                    .map(|s| {
+                        let name = format!("{}  [{}]", s.site, OneLine(s.site.type_name()));
+                        (s.live_bytes, s.live_blocks, thousands(s.allocs), name)
+                    })
+                    .collect(),
+                By::Class => self
+                    .size_classes()
+                    .iter()
+                    .map(|c| {
+                        let name = format!("{} B", thousands(c.size as u64));
+                        (c.live_bytes, c.live_blocks, thousands(c.allocs), name)
+                    })
+                    .collect(),
+                By::Tag => self
+                    .tags()
+                    .iter()
+                    .map(|t| {
+                        let name = match t.tag {
+                            "" => "(no tag)".to_string(),
+                            tag => OneLine(tag).to_string(),
+                        };
+                        (t.live_bytes, t.live_blocks, bytes(t.allocated_bytes), name)
+                    })
+                    .collect(),
+                By::Type => self
+                    .types()
+                    .iter()
+                    .map(|t| {
+                        let name = OneLine(&t.type_name).to_string();
+                        (t.live_bytes, t.live_blocks, thousands(t.allocs), name)
+                    })
+                    .collect(),
+            };
+            let mut out = String::new();
+            if let (By::Site | By::Type, Some(note)) = (by, estimates_note(self.sampled_mean)) {
+                let _ = writeln!(out, "{note}");
+            }
             let _ = writeln!(
                 out,
                 "{:>12} {:>10} {:>10}  {name}",
-                signed_bytes(live_bytes),
-                signed(live_blocks),
-                third
+                "live bytes", "blocks", third
             );
-        }
-        out
+            for (live_bytes, live_blocks, third, name) in rows.into_iter().take(top) {
+                // A comparison knows no allocations.
+                let third = if self.is_comparison() {
+                    "?".into()
+                } else {
+                    third
+                };
+                let _ = writeln!(
+                    out,
+                    "{:>12} {:>10} {:>10}  {name}",
+                    signed_bytes(live_bytes),
+                    signed(live_blocks),
+                    third
+                );
+            }
+            out
+        })
     }
 }
 
 impl Display for Delta {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}", self.summary())?;
-        if let Some(note) = comparison_note(self) {
-            writeln!(f, "   {note}")?;
-        }
-        if let Some(s) = self.survivors() {
-            writeln!(
-                f,
-                "   born this step and still live: {} blocks, {}; older blocks freed: {}, {}",
-                thousands(s.blocks),
-                bytes(s.bytes),
-                thousands(s.freed_older_blocks),
-                bytes(s.freed_older_bytes)
-            )?;
-        }
-        let sites: Vec<_> = self
-            .sites()
-            .iter()
-            .filter(|s| s.live_bytes > 0)
-            .take(TOP)
-            .collect();
-        if let (Some(note), false) = (estimates_note(self.sampled_mean), sites.is_empty()) {
-            writeln!(f, "   {note}")?;
-        }
-        for s in &sites {
-            // A comparison knows no allocations: its average is that of the blocks gained.
-            let avg = match (s.allocs, s.live_blocks) {
-                (0, blocks) if blocks > 0 => s.live_bytes.max(0) as u64 / blocks as u64,
-                (allocs, _) => s.allocated_bytes.checked_div(allocs).unwrap_or(0),
-            };
-            let kept = match s.survivors {
-                Some(k) => format!(
-                    ", kept {} of {} born",
-                    thousands(k.blocks),
-                    thousands(s.allocs)
-                ),
-                None => String::new(),
-            };
-            writeln!(
-                f,
-                "   {:>11} {:>9} blk  {}  [{}, ~{}/blk{}]",
-                signed_bytes(s.live_bytes),
-                signed(s.live_blocks),
-                s.site,
-                OneLine(s.site.type_name()),
-                bytes(avg),
-                kept
-            )?;
-        }
-        let types: Vec<String> = self
-            .types()
-            .iter()
-            .filter(|t| t.live_blocks != 0 && t.type_name != "(unknown)")
-            .take(TOP)
-            .map(|t| format!("{} {} blk", OneLine(&t.type_name), signed(t.live_blocks)))
-            .collect();
-        if !types.is_empty() {
-            writeln!(f, "   types: {}", types.join(" | "))?;
-        }
-        let classes: Vec<String> = self
-            .size_classes()
-            .iter()
-            .filter(|c| c.live_bytes != 0)
-            .take(TOP)
-            .map(|c| {
-                format!(
-                    "{} B {} ({} blk)",
-                    thousands(c.size as u64),
-                    signed_bytes(c.live_bytes),
-                    signed(c.live_blocks)
-                )
-            })
-            .collect();
-        if !classes.is_empty() {
-            write!(f, "   classes: {}", classes.join(" | "))?;
-        }
-        if let Some(p) = &self.pool {
-            write!(f, "\n{}", pool_view(p))?;
-        }
-        Ok(())
+        crate::thread::untracked(|| {
+            writeln!(f, "{}", self.summary())?;
+            if let Some(note) = comparison_note(self) {
+                writeln!(f, "   {note}")?;
+            }
+            if let Some(s) = self.survivors() {
+                writeln!(
+                    f,
+                    "   born this step and still live: {} blocks, {}; older blocks freed: {}, {}",
+                    thousands(s.blocks),
+                    bytes(s.bytes),
+                    thousands(s.freed_older_blocks),
+                    bytes(s.freed_older_bytes)
+                )?;
+            }
+            let sites: Vec<_> = self
+                .sites()
+                .iter()
+                .filter(|s| s.live_bytes > 0)
+                .take(TOP)
+                .collect();
+            if let (Some(note), false) = (estimates_note(self.sampled_mean), sites.is_empty()) {
+                writeln!(f, "   {note}")?;
+            }
+            for s in &sites {
+                // A comparison knows no allocations: its average is that of the blocks gained.
+                let avg = match (s.allocs, s.live_blocks) {
+                    (0, blocks) if blocks > 0 => s.live_bytes.max(0) as u64 / blocks as u64,
+                    (allocs, _) => s.allocated_bytes.checked_div(allocs).unwrap_or(0),
+                };
+                let kept = match s.survivors {
+                    Some(k) => format!(
+                        ", kept {} of {} born",
+                        thousands(k.blocks),
+                        thousands(s.allocs)
+                    ),
+                    None => String::new(),
+                };
+                writeln!(
+                    f,
+                    "   {:>11} {:>9} blk  {}  [{}, ~{}/blk{}]",
+                    signed_bytes(s.live_bytes),
+                    signed(s.live_blocks),
+                    s.site,
+                    OneLine(s.site.type_name()),
+                    bytes(avg),
+                    kept
+                )?;
+            }
+            let types: Vec<String> = self
+                .types()
+                .iter()
+                .filter(|t| t.live_blocks != 0 && t.type_name != "(unknown)")
+                .take(TOP)
+                .map(|t| format!("{} {} blk", OneLine(&t.type_name), signed(t.live_blocks)))
+                .collect();
+            if !types.is_empty() {
+                writeln!(f, "   types: {}", types.join(" | "))?;
+            }
+            let classes: Vec<String> = self
+                .size_classes()
+                .iter()
+                .filter(|c| c.live_bytes != 0)
+                .take(TOP)
+                .map(|c| {
+                    format!(
+                        "{} B {} ({} blk)",
+                        thousands(c.size as u64),
+                        signed_bytes(c.live_bytes),
+                        signed(c.live_blocks)
+                    )
+                })
+                .collect();
+            if !classes.is_empty() {
+                write!(f, "   classes: {}", classes.join(" | "))?;
+            }
+            if let Some(p) = &self.pool {
+                write!(f, "\n{}", pool_view(p))?;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -360,34 +375,36 @@ pub(crate) fn pool_view(p: &PoolStats) -> String {
 
 impl Display for Timeline {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        let growing = self.growing();
-        if growing.is_empty() {
-            writeln!(f, "growing at every step: none")?;
-        } else {
-            writeln!(
-                f,
-                "growing at every step (last {} steps):",
-                growing[0].steps
-            )?;
-            let sampled = self.checkpoints.last().and_then(|c| c.sampled_mean);
-            if let Some(note) = estimates_note(sampled) {
-                writeln!(f, "   {note}")?;
-            }
-            for g in &growing {
+        crate::thread::untracked(|| {
+            let growing = self.growing();
+            if growing.is_empty() {
+                writeln!(f, "growing at every step: none")?;
+            } else {
                 writeln!(
                     f,
-                    "   {:>11} over {} steps  {}  [{}]",
-                    signed_bytes(g.live_bytes),
-                    g.steps,
-                    g.site,
-                    OneLine(g.site.type_name())
+                    "growing at every step (last {} steps):",
+                    growing[0].steps
                 )?;
+                let sampled = self.checkpoints.last().and_then(|c| c.sampled_mean);
+                if let Some(note) = estimates_note(sampled) {
+                    writeln!(f, "   {note}")?;
+                }
+                for g in &growing {
+                    writeln!(
+                        f,
+                        "   {:>11} over {} steps  {}  [{}]",
+                        signed_bytes(g.live_bytes),
+                        g.steps,
+                        g.site,
+                        OneLine(g.site.type_name())
+                    )?;
+                }
             }
-        }
-        for step in self.steps() {
-            writeln!(f, "{}", step.summary())?;
-        }
-        Ok(())
+            for step in self.steps() {
+                writeln!(f, "{}", step.summary())?;
+            }
+            Ok(())
+        })
     }
 }
 
