@@ -281,6 +281,17 @@ fn an_exit_snapshot_does_not_hide_the_sites_that_grew_at_every_step() {
 }
 
 #[test]
+fn a_flamegraph_of_a_timeline_with_an_exit_snapshot_draws_its_last_checkpoint() {
+    let dir = common::temp_dir("exit_flamegraph");
+    let out = dir.join("live.folded");
+    let report = timeline_with_exit_snapshot(&dir);
+    let run = heapdelta(["flamegraph", arg(&report), "--folded", "-o", arg(&out)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let folded = std::fs::read_to_string(&out).unwrap();
+    assert!(folded.contains("Cache::insert 131072"), "{folded}");
+}
+
+#[test]
 fn show_and_diff_say_when_site_figures_are_sampled_estimates() {
     const NOTE: &str = "call sites sampled about once per 512.0 KiB: their figures are estimates";
     let dir = common::temp_dir("sampled_note");

@@ -214,9 +214,12 @@ fn read(path: &Path) -> Result<Contents, Failure> {
 fn read_snapshot(path: &Path) -> Result<Snapshot, Failure> {
     match read(path)? {
         Contents::Snapshot(s) => Ok(*s),
+        // The last checkpoint: a final `exit` snapshot, taken once the program had freed its
+        // data, only when there is nothing else.
         Contents::Timeline(t) => t
-            .checkpoints()
+            .step_ends()
             .last()
+            .or(t.checkpoints().last())
             .cloned()
             .ok_or_else(|| fail(path, "the timeline has no checkpoints")),
     }
