@@ -133,10 +133,10 @@ fn main() {
     let pinned = s.after.arenas_current;
     let per_arena =
         s.after.classes.iter().map(|c| c.blocks_in_use).sum::<u64>() as f64 / pinned as f64;
-    println!(
-        "\nWhy: the pool gets memory from the system in {} KiB arenas, cuts each into {} pools (each \
-         holding blocks of one size class), and gives an arena back only when every block in every one of its pools is \
-         free. With the survivors scattered at random, each of the {} arenas still holds about {:.0} \
+    let why = format!(
+        "Why: the pool gets memory from the system in {} KiB arenas, cuts each into {} pools (each \
+         holding blocks of one size class), and gives an arena back only when every block in \
+         every one of its pools is free. With the survivors scattered at random, each of the {} arenas still holds about {:.0} \
          live blocks, so {:.1} MiB stay reserved for {:.2} MiB of live data ({:.0}x): the freed \
          blocks are reusable by later small allocations of the same class, but never returned. \
          When the survivors were allocated together they sit in a few arenas, the others become \
@@ -151,4 +151,23 @@ fn main() {
         s.after.bytes_reserved as f64 / s.after.bytes_in_use.max(1) as f64,
         mib(rows[1].after.bytes_reserved),
     );
+    println!("\n{}", wrap(&why, 80));
+}
+
+/// `text` with its lines broken between words to at most `width` characters.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for word in text.split_whitespace() {
+        if line > 0 && line + 1 + word.len() > width {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += word.len();
+    }
+    out
 }

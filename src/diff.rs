@@ -472,7 +472,21 @@ impl Delta {
 
     /// For a window that is one step (between two consecutive checkpoints, or from the last
     /// checkpoint to now): the blocks born in the step that are still alive, and the older blocks
-    /// freed in it. `None` for longer windows.
+    /// freed in it. `None` for other windows: longer ones, ones that start inside a step (two
+    /// [`snapshot`](crate::snapshot)s, [`measure`](crate::measure)), and comparisons.
+    ///
+    /// ```
+    /// heapdelta::checkpoint("before");
+    /// let kept = vec![0u8; 256];
+    /// let step = heapdelta::checkpoint("after");
+    /// if heapdelta::is_installed() {
+    ///     // `kept` was born in the step and outlived it.
+    ///     assert!(step.survivors().expect("one step").bytes >= 256);
+    ///     let ((), inside) = heapdelta::measure(|| ());
+    ///     assert!(inside.survivors().is_none());
+    /// }
+    /// # drop(kept);
+    /// ```
     pub fn survivors(&self) -> Option<Survivors> {
         self.survivors
     }

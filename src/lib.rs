@@ -29,16 +29,18 @@
 //!
 //! ## Contents
 //! - the shim: [`Tracker`], [`CallSites`], [`is_installed`];
-//! - taking figures: [`snapshot`], [`checkpoint`], [`timeline`], [`measure`], [`scope`];
+//! - taking figures: [`snapshot`], [`checkpoint`], [`timeline`], [`measure`], [`scope`] (with
+//!   its [`ScopeGuard`]);
 //! - what they return: [`Snapshot`], [`Totals`], [`Delta`] with [`SiteDelta`], [`ClassDelta`],
 //!   [`TagDelta`], [`TypeDelta`] and [`Survivors`]; [`Timeline`] with [`Growth`]; [`Site`] and
 //!   [`Frame`]; a delta's growth table grouped [`By`] site, type, size class or tag
 //!   ([`Delta::table`]);
-//! - pool mode: [`Pool`], [`PoolConfig`], [`PoolStats`], [`ClassStats`], [`pool_stats`];
+//! - pool mode: [`Pool`], [`PoolConfig`], [`PoolStats`], [`ClassStats`], [`pool_stats`], and
+//!   [`replay`] of allocation traces in CPython's format;
 //! - files: [`Snapshot::write_json`] / [`Snapshot::read_json`] and the same on [`Timeline`],
 //!   [`Snapshot::write_dhat`], `write_pprof` (feature `pprof`), [`Snapshot::folded`] and
 //!   `write_flamegraph` (feature `flamegraph`), `Timeline::write_plot` (feature `plot`), the
-//!   `heapdelta` command (feature `cli`); errors are [`Error`];
+//!   `heapdelta` command (feature `cli`, module `cli`); errors are [`Error`];
 //! - run-time configuration: the `HEAPDELTA` environment variable
 //!   (`sites=exact|off|sampled:BYTES`, `depth=N`, `report=PATH`, `every=SECONDS`), read at the
 //!   first allocation; a bad entry prints one line naming its key and keeps the default.
