@@ -27,5 +27,9 @@ fn a_string_grown_by_a_report_keeps_its_bytes_both_ways() {
     assert!(len > 10_000);
     // The 8-byte block, the `repeat`'s 10,000 bytes and the grown one, all freed.
     assert_eq!(d.live_bytes(), 0);
-    assert!(d.allocated_bytes() >= 8 + 10_000 + len as u64, "{}", d.allocated_bytes());
+    assert!(
+        d.allocated_bytes() >= 8 + 10_000 + len as u64,
+        "{}",
+        d.allocated_bytes()
+    );
 }

@@ -28,7 +28,9 @@ fn heapdeltas_own_work_leaves_the_pools_blocks_as_they_were() {
     assert!(!growth.sites().is_empty());
     let report = growth.to_string();
     let mut json = Vec::new();
-    with_data.write_json_to(&mut json).expect("written to memory");
+    with_data
+        .write_json_to(&mut json)
+        .expect("written to memory");
     let after = heapdelta::snapshot();
     assert_eq!(
         pool_bytes_in_use(&after),

@@ -249,7 +249,7 @@ fn select(path: &Path, window: &Window) -> Result<Selection, Failure> {
 
 fn show(path: &Path, top: usize) -> Outcome {
     match read(path)? {
-        Contents::Timeline(t) => print_out(&t.to_string()),
+        Contents::Timeline(t) => print_out(&format!("{t}\n")),
         Contents::Snapshot(s) => print_out(&describe(&s, top)),
     }
 }

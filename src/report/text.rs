@@ -235,19 +235,19 @@ impl Delta {
 impl Display for Delta {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         crate::thread::untracked(|| {
-            writeln!(f, "{}", self.summary())?;
+            // One line per entry, joined: the text never ends with a line break, whatever it holds.
+            let mut lines = vec![self.summary()];
             if let Some(note) = comparison_note(self) {
-                writeln!(f, "   {note}")?;
+                lines.push(format!("   {note}"));
             }
             if let Some(s) = self.survivors() {
-                writeln!(
-                    f,
+                lines.push(format!(
                     "   born this step and still live: {} blocks, {}; older blocks freed: {}, {}",
                     thousands(s.blocks),
                     bytes(s.bytes),
                     thousands(s.freed_older_blocks),
                     bytes(s.freed_older_bytes)
-                )?;
+                ));
             }
             let sites: Vec<_> = self
                 .sites()
@@ -256,7 +256,7 @@ impl Display for Delta {
                 .take(TOP)
                 .collect();
             if let (Some(note), false) = (estimates_note(self.sampled_mean), sites.is_empty()) {
-                writeln!(f, "   {note}")?;
+                lines.push(format!("   {note}"));
             }
             for s in &sites {
                 // A comparison knows no allocations: its average is that of the blocks gained.
@@ -272,8 +272,7 @@ impl Display for Delta {
                     ),
                     None => String::new(),
                 };
-                writeln!(
-                    f,
+                lines.push(format!(
                     "   {:>11} {:>9} blk  {}  [{}, ~{}/blk{}]",
                     signed_bytes(s.live_bytes),
                     signed(s.live_blocks),
@@ -281,7 +280,7 @@ impl Display for Delta {
                     OneLine(s.site.type_name()),
                     bytes(avg),
                     kept
-                )?;
+                ));
             }
             let types: Vec<String> = self
                 .types()
@@ -291,7 +290,7 @@ impl Display for Delta {
                 .map(|t| format!("{} {} blk", OneLine(&t.type_name), signed(t.live_blocks)))
                 .collect();
             if !types.is_empty() {
-                writeln!(f, "   types: {}", types.join(" | "))?;
+                lines.push(format!("   types: {}", types.join(" | ")));
             }
             let classes: Vec<String> = self
                 .size_classes()
@@ -308,12 +307,12 @@ impl Display for Delta {
                 })
                 .collect();
             if !classes.is_empty() {
-                write!(f, "   classes: {}", classes.join(" | "))?;
+                lines.push(format!("   classes: {}", classes.join(" | ")));
             }
             if let Some(p) = &self.pool {
-                write!(f, "\n{}", pool_view(p))?;
+                lines.push(pool_view(p));
             }
-            Ok(())
+            f.write_str(&lines.join("\n"))
         })
     }
 }
@@ -376,34 +375,32 @@ pub(crate) fn pool_view(p: &PoolStats) -> String {
 impl Display for Timeline {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         crate::thread::untracked(|| {
+            // One line per entry, joined, as for `Delta`: no line break at the end.
             let growing = self.growing();
+            let mut lines = Vec::new();
             if growing.is_empty() {
-                writeln!(f, "growing at every step: none")?;
+                lines.push("growing at every step: none".to_string());
             } else {
-                writeln!(
-                    f,
+                lines.push(format!(
                     "growing at every step (last {} steps):",
                     growing[0].steps
-                )?;
+                ));
                 let sampled = self.checkpoints.last().and_then(|c| c.sampled_mean);
                 if let Some(note) = estimates_note(sampled) {
-                    writeln!(f, "   {note}")?;
+                    lines.push(format!("   {note}"));
                 }
                 for g in &growing {
-                    writeln!(
-                        f,
+                    lines.push(format!(
                         "   {:>11} over {} steps  {}  [{}]",
                         signed_bytes(g.live_bytes),
                         g.steps,
                         g.site,
                         OneLine(g.site.type_name())
-                    )?;
+                    ));
                 }
             }
-            for step in self.steps() {
-                writeln!(f, "{}", step.summary())?;
-            }
-            Ok(())
+            lines.extend(self.steps().iter().map(Delta::summary));
+            f.write_str(&lines.join("\n"))
         })
     }
 }
@@ -411,6 +408,16 @@ impl Display for Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::Snapshot;
+
+    #[test]
+    fn reports_end_without_a_line_break_whatever_they_hold() {
+        let empty = Snapshot::zero().since(&Snapshot::zero()).to_string();
+        assert!(!empty.is_empty() && !empty.ends_with('\n'), "{empty:?}");
+        let timeline = Timeline::new(vec![Snapshot::zero(), Snapshot::zero()]).to_string();
+        assert!(!timeline.ends_with('\n'), "{timeline:?}");
+        assert_eq!(timeline.lines().count(), 3, "{timeline:?}");
+    }
 
     #[test]
     fn control_characters_in_a_name_are_escaped() {
