@@ -29,19 +29,20 @@ struct Series {
     points: Vec<u64>,
 }
 
-/// The series to draw: totals first, then the top growing sites.
+/// The series to draw: totals first (the peak before live, so that live is drawn over it where
+/// they meet), then the top growing sites.
 fn series(t: &Timeline) -> Vec<Series> {
     let cps = t.checkpoints();
     let mut out = vec![
         Series {
-            name: "live".to_string(),
-            colour: RGBColor(200, 30, 30),
-            points: cps.iter().map(|c| c.totals().live_bytes).collect(),
-        },
-        Series {
             name: "peak".to_string(),
             colour: RGBColor(30, 60, 200),
             points: cps.iter().map(|c| c.totals().peak_bytes).collect(),
+        },
+        Series {
+            name: "live".to_string(),
+            colour: RGBColor(200, 30, 30),
+            points: cps.iter().map(|c| c.totals().live_bytes).collect(),
         },
     ];
     if cps.iter().any(|c| c.pool().is_some()) {
@@ -74,15 +75,8 @@ fn series(t: &Timeline) -> Vec<Series> {
             .then_with(|| x.0.to_string().cmp(&y.0.to_string()))
     });
     for ((site, _), colour) in growing.into_iter().zip(SITE_COLOURS) {
-        let mut name = match site.type_name() {
-            "(unknown)" => site.to_string(),
-            type_name => format!("{site} [{}]", OneLine(type_name)),
-        };
-        if name.chars().count() > NAME_CHARS {
-            name = name.chars().take(NAME_CHARS - 1).collect::<String>() + "\u{2026}";
-        }
         out.push(Series {
-            name,
+            name: legend_name(site),
             colour,
             points: per_step
                 .iter()
@@ -91,6 +85,41 @@ fn series(t: &Timeline) -> Vec<Series> {
         });
     }
     out
+}
+
+/// A site's name in the legend, at most `NAME_CHARS` characters: `function (file:line) [type]`
+/// with the file's name only, the function's path cut from the left when it is too long, so that
+/// the line and the type, which tell two sites of one function apart, stay.
+fn legend_name(site: &Site) -> String {
+    let Some(frame) = site.frames().first() else {
+        return site.to_string();
+    };
+    let mut tail = String::new();
+    if let Some(file) = &frame.file {
+        let name = Path::new(file)
+            .file_name()
+            .map_or_else(|| file.clone(), |n| n.to_string_lossy().into_owned());
+        tail += &format!(" ({}", OneLine(&name));
+        if let Some(line) = frame.line {
+            tail += &format!(":{line}");
+        }
+        tail.push(')');
+    }
+    if site.type_name() != "(unknown)" {
+        tail += &format!(" [{}]", OneLine(site.type_name()));
+    }
+    let function: Vec<char> = OneLine(&frame.function).to_string().chars().collect();
+    let room = NAME_CHARS.saturating_sub(tail.chars().count()).max(2);
+    let name = if function.len() <= room {
+        function.iter().collect::<String>() + &tail
+    } else {
+        let kept: String = function[function.len() - (room - 1)..].iter().collect();
+        format!("\u{2026}{kept}{tail}")
+    };
+    match name.chars().count() > NAME_CHARS {
+        true => name.chars().take(NAME_CHARS - 1).collect::<String>() + "\u{2026}",
+        false => name,
+    }
 }
 
 fn plot_error(e: impl std::fmt::Display) -> io::Error {
@@ -203,5 +232,41 @@ impl Timeline {
             .draw()
             .map_err(plot_error)?;
         root.present().map_err(plot_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::callsite::Frame;
+
+    fn site(function: &str, line: u32, type_name: &str) -> Site {
+        let frame = Frame {
+            function: function.to_string(),
+            file: Some("examples/some/long/path/write_reports.rs".to_string()),
+            line: Some(line),
+        };
+        Site::from_frames(vec![frame], Some(type_name.to_string()))
+    }
+
+    #[test]
+    fn a_legend_name_keeps_the_line_and_the_type_and_cuts_the_function_path() {
+        let name = legend_name(&site(
+            "write_reports::service::cache::Cache::remember_everything",
+            27,
+            "HashMap<u64, Vec<u8>>",
+        ));
+        assert!(name.chars().count() <= NAME_CHARS, "{name}");
+        assert!(name.starts_with('\u{2026}'), "{name}");
+        assert!(
+            name.ends_with("_everything (write_reports.rs:27) [HashMap<u64, Vec<u8>>]"),
+            "{name}"
+        );
+    }
+
+    #[test]
+    fn a_short_legend_name_is_whole() {
+        let name = legend_name(&site("cache::insert", 42, "Vec<u8>"));
+        assert_eq!(name, "cache::insert (write_reports.rs:42) [Vec<u8>]");
     }
 }
