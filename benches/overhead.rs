@@ -2,8 +2,8 @@
 //!
 //! Workloads (`common/churn.rs`, the same code for every allocator): `small_churn`,
 //! `mixed_churn`, `small_churn_2t`, and, in the ratio table only, `small_churn_3sites`,
-//! `small_churn_8sites`, `small_churn_16sites_random` and `small_churn_scope` (sites off, with the
-//! churn run inside a `heapdelta::scope`).
+//! `small_churn_8sites`, `small_churn_16sites_random`, `growth` (a leaking loop) and
+//! `small_churn_scope` (sites off, with the churn run inside a `heapdelta::scope`).
 //!
 //! Allocators: `System`; two counter-only peers in the ratio table, `cap` (one global atomic: the
 //! live bytes) and `stats_alloc` (global atomic counters of blocks and bytes), neither keeping

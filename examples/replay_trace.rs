@@ -1,6 +1,8 @@
 //! Replays an allocation trace (gzipped or plain) through a fresh, non-global `Pool` with
 //! `PoolConfig::CPYTHON` and prints the counters at each snapshot, at the end and after freeing
-//! every survivor, as JSON in the format of `tests/data/pymalloc/*.expected.json`.
+//! every survivor, as JSON: the `snapshots`, `after` and `after_cleanup` parts of
+//! `tests/data/pymalloc/*.expected.json`, in the same shape (the rest of those files describes
+//! the trace and the CPython that replayed it).
 //!
 //! ```text
 //! cargo run --release --example replay_trace -- tests/data/pymalloc/training.trace.gz

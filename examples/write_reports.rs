@@ -6,8 +6,8 @@
 //! cargo run --release --all-features --example write_reports -- tests/data/reports docs
 //! ```
 //!
-//! Arguments: the directory for the data files, and (optional, default the same) the one for
-//! the SVG pictures.
+//! Arguments, both optional: the directory for the data files (default `heapdelta-reports`), and
+//! the one for the SVG pictures (default the same).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
