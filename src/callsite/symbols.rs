@@ -198,6 +198,17 @@ fn is_std_path(file: &str) -> bool {
         || file.contains("/lib/rustlib/src/rust/library/")
 }
 
+/// Whether a std frame is in the `alloc` or `core` crate: `Box::new`, `RawVec`,
+/// `Global::allocate` and the like.
+fn is_alloc_plumbing(f: &RawFrame) -> bool {
+    match &f.frame.file {
+        Some(file) => file.contains("/library/alloc/") || file.contains("/library/core/"),
+        None => ["alloc::", "core::", "<alloc::", "<core::"]
+            .iter()
+            .any(|p| f.frame.function.starts_with(p)),
+    }
+}
+
 /// Trims, folds and shortens resolved frames into a site with its derived type.
 fn build_site(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
     let first_user = raw.iter().position(|f| f.origin == Origin::User);
@@ -209,19 +220,24 @@ fn build_site(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
             (trimmed, kept)
         }
         // No user frame (an allocation of std's own start-up, say): keep the std frames outside
-        // the allocator's, so the site still says something. (Inside them, std frames such as
-        // `LocalKey::try_with` can be heapdelta's own machinery.)
+        // the allocator's, so the site still says something (inside them, std frames such as
+        // `LocalKey::try_with` can be heapdelta's own machinery), from the first that is not the
+        // `alloc`/`core` plumbing between a request and the allocator, which would name every
+        // such site `alloc::alloc::alloc`.
         _ => {
             let outside = raw
                 .iter()
                 .rposition(|f| f.origin == Origin::Allocator)
                 .map_or(0, |i| i + 1);
-            let kept = raw
+            let mut kept: Vec<RawFrame> = raw
                 .iter()
                 .skip(outside)
                 .filter(|f| f.origin == Origin::Std)
                 .cloned()
                 .collect();
+            if let Some(named) = kept.iter().position(|f| !is_alloc_plumbing(f)) {
+                kept.drain(..named);
+            }
             (raw, kept)
         }
     };
@@ -325,19 +341,34 @@ mod tests {
     #[test]
     fn a_site_without_user_frames_keeps_only_the_std_frames_outside_the_allocator() {
         let std = |f: &str| raw(f, Some(&format!("{STD}/std/src/lib.rs")), 1);
+        let alloc = |f: &str| raw(f, Some(&format!("{STD}/alloc/src/alloc.rs")), 1);
         let ours = |f: &str| raw(f, Some("/work/heapdelta/src/thread.rs"), 1);
         let site = build_site(
             vec![
                 std("<core::option::Option<_>>::map"),
                 std("<std::thread::local::LocalKey<heapdelta::thread::State>>::try_with"),
                 ours("heapdelta::thread::record_slow"),
-                std("alloc::alloc::alloc"),
+                alloc("alloc::alloc::alloc"),
+                std("std::thread_info::set_current_info"),
                 std("std::rt::init"),
             ],
             None,
         );
         let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
-        assert_eq!(names, ["alloc::alloc::alloc", "std::rt::init"]);
+        assert_eq!(
+            names,
+            ["std::thread_info::set_current_info", "std::rt::init"]
+        );
+    }
+
+    #[test]
+    fn a_site_of_alloc_frames_only_keeps_them() {
+        let alloc = |f: &str| raw(f, Some(&format!("{STD}/alloc/src/alloc.rs")), 1);
+        let site = build_site(vec![alloc("alloc::alloc::alloc")], None);
+        assert_eq!(
+            site.to_string(),
+            "alloc::alloc::alloc (alloc/src/alloc.rs:1)"
+        );
     }
 
     fn realistic_vec_push() -> Vec<RawFrame> {
