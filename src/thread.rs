@@ -3,8 +3,9 @@
 //! Everything here is `const`-initialised and read with `try_with`, so it works during thread
 //! start-up and teardown. The guard is set while heapdelta itself runs code that may allocate
 //! (capturing a call site, building a snapshot, resolving symbols); allocations made meanwhile are
-//! passed straight to the inner allocator and marked untracked, which is what makes the tracker
-//! safe to re-enter. Counting an event never allocates, so the plain counting path does not need
+//! not counted: they are marked untracked and passed straight to the inner allocator, or to
+//! `System` under a stateful one (see `own_to_system`), which is what makes the tracker safe to
+//! re-enter. Counting an event never allocates, so the plain counting path does not need
 //! the guard.
 //!
 //! The fast paths open with a single pointer: the thread's slot, kept non-null only while the
@@ -758,12 +759,16 @@ pub fn own_to_system() -> bool {
 /// Runs `f` with heapdelta's own allocations going to the inner allocator, as they do under
 /// `System`: for `pool_stats`'s probe, which must land in the global pool to find it.
 pub fn probe_inner<R>(f: impl FnOnce() -> R) -> R {
-    let was = STATE.try_with(|st| st.probing.replace(true)).ok();
-    let r = f();
-    if let Some(was) = was {
-        let _ = STATE.try_with(|st| st.probing.set(was));
+    struct Restore(Option<bool>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(was) = self.0 {
+                let _ = STATE.try_with(|st| st.probing.set(was));
+            }
+        }
     }
-    r
+    let _restore = Restore(STATE.try_with(|st| st.probing.replace(true)).ok());
+    f()
 }
 
 /// Runs heapdelta's own work (building snapshots, resolving symbols) with the guard set, so its

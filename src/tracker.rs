@@ -50,6 +50,14 @@ pub const MAX_DEPTH: usize = callsite::STACK_WORDS;
 /// Every block carries an 8-byte header (more for alignments above 8) in front of the bytes the
 /// program asked for; byte figures in reports never include it. One tracker per process: all
 /// trackers share the process-wide counters.
+///
+/// heapdelta's own allocations (symbol tables, snapshots, reports) are not counted. They come
+/// from the inner allocator when it is zero-sized, as `System` is, and from `System` when it
+/// holds state (a [`Pool`](crate::Pool), a reference to one, any allocator that is not
+/// zero-sized), so that such an allocator's own figures (a pool's reserved bytes) hold only the
+/// program's blocks; a block the program grows while heapdelta writes into it (a `String` a report
+/// is formatted into) is copied across. A zero-sized wrapper around a pool kept elsewhere is not
+/// told apart: wrap a reference to the pool instead.
 #[derive(Debug)]
 pub struct Tracker<A = System> {
     inner: A,

@@ -266,7 +266,7 @@ pub fn pool_stats() -> Option<PoolStats> {
             core.map.contains(&core.geo, addr)
         })
     })?;
-    crate::thread::probe_inner(|| drop(probe));
+    drop(probe);
     let raw = with_registry(|es| {
         es.iter()
             .flatten()
