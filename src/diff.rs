@@ -674,7 +674,8 @@ fn resolve_sites(raw: &[(SiteKey, SiteWindow)], one_step: bool, window: bool) ->
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Growth {
-    /// The site.
+    /// The site, as reports name it: its first frame and the type allocated there (call paths that
+    /// differ further out are counted together; flamegraphs and pprof keep them apart).
     pub site: Site,
     /// In how many of the examined steps its live bytes rose.
     pub steps_grown: usize,
@@ -860,14 +861,16 @@ impl Timeline {
     }
 }
 
-/// Live bytes per resolved site in one snapshot.
+/// Live bytes per call site in one snapshot, sites told apart as reports name them: by their first
+/// frame and type (`Site::leaf`). Call paths that differ further out are added together: one
+/// recursive function cut at different depths by the capture's frame limit is one site.
 pub(crate) fn live_by_site(s: &Snapshot) -> HashMap<Site, i64> {
     let mut m: HashMap<Site, i64> = HashMap::new();
     let here = s.run == checkpoint::run_id();
     for c in &s.sites {
         let site = match (&c.site, here) {
-            (Some(site), _) => site.clone(),
-            (None, true) => callsite::resolve(c.id),
+            (Some(site), _) => site.leaf(),
+            (None, true) => callsite::resolve(c.id).leaf(),
             (None, false) => Site::unknown(),
         };
         let live = m.entry(site).or_default();

@@ -232,3 +232,51 @@ fn committed_demo_files_match_the_generator() {
         );
     }
 }
+
+/// The demo timeline with the cache's site reached by a second call path too (another caller,
+/// the same first frame and type), growing as much.
+fn timeline_with_two_paths_to_the_cache() -> Timeline {
+    let checkpoints: Vec<serde_json::Value> = (0..=4)
+        .map(|steps| {
+            let mut s = common::snapshot(steps);
+            let sites = s["sites"].as_array_mut().unwrap();
+            let mut other = sites[0].clone();
+            other["id"] = 99.into();
+            other["site"]["frames"][1]["function"] = "service::warm_up".into();
+            sites.push(other);
+            s
+        })
+        .collect();
+    let file =
+        serde_json::json!({"heapdelta_format": 1, "kind": "timeline", "checkpoints": checkpoints});
+    Timeline::read_json_from(file.to_string().as_bytes()).expect("the timeline reads")
+}
+
+#[test]
+fn call_paths_to_one_frame_grow_as_one_site() {
+    let growing = timeline_with_two_paths_to_the_cache().growing();
+    let cache: Vec<_> = growing
+        .iter()
+        .filter(|g| g.site.to_string().contains("Cache::insert"))
+        .collect();
+    assert_eq!(cache.len(), 1, "{growing:?}");
+    assert_eq!(cache[0].live_bytes, 2 * 4 * 8 * 4096);
+}
+
+#[test]
+fn a_steps_report_lists_call_paths_to_one_frame_as_one_line() {
+    let steps = timeline_with_two_paths_to_the_cache().steps();
+    let text = steps[4].to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("Cache::insert"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(lines[0].contains("+64.0 KiB"), "{text}");
+    let paths = steps[4]
+        .sites()
+        .iter()
+        .filter(|s| s.site.to_string().contains("Cache::insert"))
+        .count();
+    assert_eq!(paths, 2, "the delta itself keeps both paths");
+}

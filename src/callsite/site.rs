@@ -92,6 +92,15 @@ impl Site {
         Site { frames, type_name }
     }
 
+    /// The site as reports name it: its first frame and its type. Sites that differ only further
+    /// out (other callers, or a recursion cut at another depth) have the same leaf.
+    pub(crate) fn leaf(&self) -> Site {
+        Site {
+            frames: self.frames.iter().take(1).cloned().collect(),
+            type_name: self.type_name.clone(),
+        }
+    }
+
     /// A site whose frames are not known (`Display`: `(unknown)`).
     pub(crate) fn unknown() -> Site {
         Site::new(Vec::new())

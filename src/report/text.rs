@@ -2,7 +2,10 @@
 
 use std::fmt::{self, Display, Formatter, Write as _};
 
-use crate::diff::{Delta, Timeline};
+use std::collections::HashMap;
+
+use crate::callsite::Site;
+use crate::diff::{Delta, SiteDelta, Survivors, Timeline};
 use crate::pool::{ClassStats, PoolStats};
 
 /// Sites, types and classes listed under a step line.
@@ -130,7 +133,8 @@ impl Delta {
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[non_exhaustive]
 pub enum By {
-    /// By call site (first user frame), with the type allocated there.
+    /// By call site (first user frame), with the type allocated there: call paths that reach the
+    /// same frame from further out are added together.
     Site,
     /// By size class.
     Class,
@@ -167,8 +171,7 @@ impl Delta {
                 By::Type => ("allocs", "type"),
             };
             let rows: Vec<(i64, i64, String, String)> = match by {
-                By::Site => self
-                    .sites()
+                By::Site => sites_by_leaf(self)
                     .iter()
                     .map(|s| {
                         let name = format!("{}  [{}]", s.site, OneLine(s.site.type_name()));
@@ -249,9 +252,8 @@ impl Display for Delta {
                     bytes(s.freed_older_bytes)
                 ));
             }
-            let sites: Vec<_> = self
-                .sites()
-                .iter()
+            let sites: Vec<_> = sites_by_leaf(self)
+                .into_iter()
                 .filter(|s| s.live_bytes > 0)
                 .take(TOP)
                 .collect();
@@ -315,6 +317,45 @@ impl Display for Delta {
             f.write_str(&lines.join("\n"))
         })
     }
+}
+
+/// A delta's sites as the text reports list them: told apart by their first frame and type
+/// (`Site::leaf`), call paths that differ further out added together, largest growth first.
+fn sites_by_leaf(d: &Delta) -> Vec<SiteDelta> {
+    let mut merged: Vec<SiteDelta> = Vec::new();
+    let mut at: HashMap<Site, usize> = HashMap::new();
+    for s in d.sites() {
+        let leaf = s.site.leaf();
+        let Some(&i) = at.get(&leaf) else {
+            at.insert(leaf.clone(), merged.len());
+            merged.push(SiteDelta {
+                site: leaf,
+                ..s.clone()
+            });
+            continue;
+        };
+        let m = &mut merged[i];
+        m.live_bytes = m.live_bytes.saturating_add(s.live_bytes);
+        m.live_blocks = m.live_blocks.saturating_add(s.live_blocks);
+        m.allocs = m.allocs.saturating_add(s.allocs);
+        m.frees = m.frees.saturating_add(s.frees);
+        m.allocated_bytes = m.allocated_bytes.saturating_add(s.allocated_bytes);
+        m.survivors = match (m.survivors, s.survivors) {
+            (Some(a), Some(b)) => Some(Survivors {
+                blocks: a.blocks.saturating_add(b.blocks),
+                bytes: a.bytes.saturating_add(b.bytes),
+                freed_older_blocks: a.freed_older_blocks.saturating_add(b.freed_older_blocks),
+                freed_older_bytes: a.freed_older_bytes.saturating_add(b.freed_older_bytes),
+            }),
+            (a, b) => a.or(b),
+        };
+    }
+    merged.sort_by(|x, y| {
+        y.live_bytes
+            .cmp(&x.live_bytes)
+            .then_with(|| x.site.to_string().cmp(&y.site.to_string()))
+    });
+    merged
 }
 
 /// The line said under the summary of a delta that compares two snapshots instead of covering a
