@@ -53,6 +53,13 @@ fn flamegraph_between(timeline: &Path, out: &Path, from: &str, to: &str) -> Run 
     ])
 }
 
+/// The output of `heapdelta diff dir/a dir/b`, which must succeed.
+fn diff_ok(dir: &Path, a: &str, b: &str) -> String {
+    let run = heapdelta(["diff", arg(&dir.join(a)), arg(&dir.join(b))]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout
+}
+
 fn arg(p: &Path) -> &str {
     p.to_str().expect("temporary paths are UTF-8")
 }
@@ -114,13 +121,8 @@ fn show_prints_a_timeline_line_per_checkpoint_and_the_growing_sites() {
 #[test]
 fn diff_by_site_lists_the_largest_growth_first() {
     let dir = demo("diff_site");
-    let run = heapdelta([
-        "diff",
-        arg(&dir.join("step1.json")),
-        arg(&dir.join("step4.json")),
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let lines: Vec<&str> = run.stdout.lines().collect();
+    let out = diff_ok(&dir, "step1.json", "step4.json");
+    let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("| step 4 |"), "{}", lines[0]);
     assert!(lines[1].ends_with("site"), "{}", lines[1]);
     assert!(
@@ -153,13 +155,8 @@ fn diff_groups_by_class_tag_and_type() {
 #[test]
 fn diff_of_a_later_snapshot_given_first_shows_the_fall_in_live_bytes() {
     let dir = demo("diff_reversed");
-    let run = heapdelta([
-        "diff",
-        arg(&dir.join("step4.json")),
-        arg(&dir.join("step1.json")),
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let lines: Vec<&str> = run.stdout.lines().collect();
+    let out = diff_ok(&dir, "step4.json", "step1.json");
+    let lines: Vec<&str> = out.lines().collect();
     assert!(
         lines[0].starts_with("| step 1 | live 34.6 KiB | added -97.9 KiB | blocks 29 (-84) |"),
         "{}",
@@ -185,17 +182,10 @@ fn diff_of_snapshots_from_two_runs_compares_what_was_live() {
     for (name, steps, run) in [("long.json", 4, 1), ("short.json", 1, 2)] {
         let mut snapshot = common::snapshot(steps);
         snapshot["run"] = run.into();
-        let file =
-            serde_json::json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": snapshot});
-        std::fs::write(dir.join(name), file.to_string()).unwrap();
+        std::fs::write(dir.join(name), common::snapshot_file_of(snapshot)).unwrap();
     }
-    let run = heapdelta([
-        "diff",
-        arg(&dir.join("long.json")),
-        arg(&dir.join("short.json")),
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let lines: Vec<&str> = run.stdout.lines().collect();
+    let out = diff_ok(&dir, "long.json", "short.json");
+    let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].contains("| added -97.9 KiB |"), "{}", lines[0]);
     assert!(lines[1].starts_with("compared with step 4"), "{}", lines[1]);
     let log = lines.iter().find(|l| l.contains("Log::push")).unwrap();
@@ -209,9 +199,8 @@ fn snapshot_with_control_characters(dir: &Path) -> std::path::PathBuf {
     let site = &mut snapshot["sites"][0]["site"];
     site["frames"][0]["function"] = "f\u{1b}[31m;x\ny".into();
     site["type_name"] = "Vec<u8>\u{1b}[2J\nfake line".into();
-    let file = serde_json::json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": snapshot});
     let path = dir.join("ctrl.json");
-    std::fs::write(&path, file.to_string()).unwrap();
+    std::fs::write(&path, common::snapshot_file_of(snapshot)).unwrap();
     path
 }
 
@@ -259,10 +248,8 @@ fn timeline_with_exit_snapshot(dir: &Path) -> std::path::PathBuf {
     }
     let mut checkpoints: Vec<serde_json::Value> = (0..=4).map(common::snapshot).collect();
     checkpoints.push(exit);
-    let file =
-        serde_json::json!({"heapdelta_format": 1, "kind": "timeline", "checkpoints": checkpoints});
     let path = dir.join("report.json");
-    std::fs::write(&path, file.to_string()).unwrap();
+    std::fs::write(&path, common::timeline_file_of(checkpoints)).unwrap();
     path
 }
 
@@ -298,9 +285,7 @@ fn show_and_diff_say_when_site_figures_are_sampled_estimates() {
     for (name, steps) in [("step1.json", 1), ("step4.json", 4)] {
         let mut file = common::snapshot(steps);
         file["sampled_mean"] = (512 * 1024).into();
-        let envelope =
-            serde_json::json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": file});
-        std::fs::write(dir.join(name), envelope.to_string()).unwrap();
+        std::fs::write(dir.join(name), common::snapshot_file_of(file)).unwrap();
     }
     let (old, new) = (dir.join("step1.json"), dir.join("step4.json"));
     let show = heapdelta(["show", arg(&new)]);
@@ -327,9 +312,11 @@ fn show_and_diff_say_when_site_figures_are_sampled_estimates() {
             c
         })
         .collect();
-    let timeline =
-        serde_json::json!({"heapdelta_format": 1, "kind": "timeline", "checkpoints": checkpoints});
-    std::fs::write(dir.join("timeline.json"), timeline.to_string()).unwrap();
+    std::fs::write(
+        dir.join("timeline.json"),
+        common::timeline_file_of(checkpoints),
+    )
+    .unwrap();
     let show = heapdelta(["show", arg(&dir.join("timeline.json"))]);
     assert_eq!(
         show.stdout.lines().nth(1),

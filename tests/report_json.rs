@@ -247,9 +247,8 @@ fn timeline_with_two_paths_to_the_cache() -> Timeline {
             s
         })
         .collect();
-    let file =
-        serde_json::json!({"heapdelta_format": 1, "kind": "timeline", "checkpoints": checkpoints});
-    Timeline::read_json_from(file.to_string().as_bytes()).expect("the timeline reads")
+    Timeline::read_json_from(common::timeline_file_of(checkpoints).as_bytes())
+        .expect("the timeline reads")
 }
 
 #[test]

@@ -259,12 +259,21 @@ pub fn snapshot_file() -> String {
 
 /// The checkpoint after `steps` steps as a snapshot file.
 pub fn snapshot_file_at(steps: u64) -> String {
-    json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": snapshot(steps)}).to_string()
+    snapshot_file_of(snapshot(steps))
 }
 
 /// Every checkpoint (`start`, `step 1` … `step 4`) as a timeline file.
 pub fn timeline_file() -> String {
-    let checkpoints: Vec<Value> = (0..=STEPS).map(snapshot).collect();
+    timeline_file_of((0..=STEPS).map(snapshot).collect())
+}
+
+/// A snapshot (as `snapshot` gives, perhaps edited) as a snapshot file.
+pub fn snapshot_file_of(snapshot: Value) -> String {
+    json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": snapshot}).to_string()
+}
+
+/// Checkpoints (as `snapshot` gives them, perhaps edited) as a timeline file.
+pub fn timeline_file_of(checkpoints: Vec<Value>) -> String {
     json!({"heapdelta_format": 1, "kind": "timeline", "checkpoints": checkpoints}).to_string()
 }
 
