@@ -440,6 +440,8 @@ impl Display for Timeline {
                     ));
                 }
             }
+            // A blank line between the suspects and the steps.
+            lines.push(String::new());
             lines.extend(self.steps().iter().map(Delta::summary));
             f.write_str(&lines.join("\n"))
         })
@@ -457,7 +459,7 @@ mod tests {
         assert!(!empty.is_empty() && !empty.ends_with('\n'), "{empty:?}");
         let timeline = Timeline::new(vec![Snapshot::zero(), Snapshot::zero()]).to_string();
         assert!(!timeline.ends_with('\n'), "{timeline:?}");
-        assert_eq!(timeline.lines().count(), 3, "{timeline:?}");
+        assert_eq!(timeline.lines().count(), 4, "{timeline:?}");
     }
 
     #[test]
