@@ -105,7 +105,8 @@ pub(crate) const UNKNOWN_SITE: &str = "(unknown site)";
 /// Writes `path` through the buffered writer handed to `write`. A new file, or one that replaces
 /// a regular file, is written beside it under a temporary name and renamed over it once complete,
 /// so a write that fails (a full disk, a size limit) leaves the earlier file whole and no partial
-/// one. Anything else (a device, a pipe, a symbolic link) is written in place.
+/// one. Anything else (a device, a pipe, a symbolic link), and a file in a directory that refuses
+/// new files, is written in place.
 pub(crate) fn write_file(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
@@ -123,13 +124,21 @@ pub(crate) fn write_file(
     temporary.push(name);
     temporary.push(format!(".{}.heapdelta-tmp", std::process::id()));
     let temporary = path.with_file_name(temporary);
-    let written = File::create(&temporary).and_then(|file| {
+    let file = match File::create(&temporary) {
+        Ok(file) => file,
+        // A directory the file may be written in but not created in: in place, as before.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied && permissions.is_some() => {
+            return write_to(File::create(path)?, write);
+        }
+        Err(e) => return Err(e),
+    };
+    let written = (|| {
         if let Some(p) = permissions {
             file.set_permissions(p)?;
         }
         write_to(file, write)?;
         std::fs::rename(&temporary, path)
-    });
+    })();
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);
     }
@@ -194,6 +203,31 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(names(dir.path()), ["report.json"]);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_file_in_a_directory_that_refuses_new_files_is_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        std::fs::write(&path, "earlier").unwrap();
+        // An immutable directory refuses new entries, even to root, while its files stay
+        // writable. Setting it needs `chattr` and the right to use it: without, nothing to test.
+        let chattr = |flag: &str| {
+            std::process::Command::new("chattr")
+                .arg(flag)
+                .arg(dir.path())
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if !chattr("+i") {
+            eprintln!("skipped: `chattr +i` is not available here");
+            return;
+        }
+        let written = write_file(&path, |w| w.write_all(b"new"));
+        assert!(chattr("-i"), "the directory must be made mutable again");
+        written.unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
     }
 
     #[test]
