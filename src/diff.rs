@@ -731,7 +731,15 @@ impl Timeline {
     /// assert_eq!(t.steps().len(), t.checkpoints().len());
     /// ```
     pub fn steps(&self) -> Vec<Delta> {
-        let zero = Snapshot::zero();
+        let Some(first) = self.checkpoints.first() else {
+            return Vec::new();
+        };
+        // The state before the first allocation, of the first checkpoint's run (a timeline read
+        // from a file is another run than this process's).
+        let zero = Snapshot {
+            run: first.run,
+            ..Snapshot::zero()
+        };
         let mut prev = &zero;
         let mut out = Vec::with_capacity(self.checkpoints.len());
         for c in &self.checkpoints {

@@ -176,6 +176,16 @@ fn a_missing_file_is_an_io_error() {
 }
 
 #[test]
+fn the_first_step_of_a_read_timeline_counts_its_allocations() {
+    let t = demo_timeline();
+    let first = &t.steps()[0];
+    assert!(!first.is_comparison());
+    let start = t.checkpoints()[0].totals();
+    assert!(start.total_blocks > 0);
+    assert_eq!(first.allocated_blocks(), start.total_blocks);
+}
+
+#[test]
 fn a_directory_is_an_io_error() {
     let dir = common::temp_dir("directory");
     let r = Snapshot::read_json(&*dir);
