@@ -105,8 +105,9 @@ pub(crate) const UNKNOWN_SITE: &str = "(unknown site)";
 /// Writes `path` through the buffered writer handed to `write`. A new file, or one that replaces
 /// a regular file, is written beside it under a temporary name and renamed over it once complete,
 /// so a write that fails (a full disk, a size limit) leaves the earlier file whole and no partial
-/// one. Anything else (a device, a pipe, a symbolic link), and a file in a directory that refuses
-/// new files, is written in place.
+/// one. Anything else (a device, a pipe, a symbolic link) is written in place, and so is a file
+/// no temporary can be made beside (a directory that refuses new files, a name at the length
+/// limit).
 pub(crate) fn write_file(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
@@ -124,13 +125,10 @@ pub(crate) fn write_file(
     temporary.push(name);
     temporary.push(format!(".{}.heapdelta-tmp", std::process::id()));
     let temporary = path.with_file_name(temporary);
-    let file = match File::create(&temporary) {
-        Ok(file) => file,
-        // A directory the file may be written in but not created in: in place, as before.
-        Err(e) if e.kind() == io::ErrorKind::PermissionDenied && permissions.is_some() => {
-            return write_to(File::create(path)?, write);
-        }
-        Err(e) => return Err(e),
+    let Ok(file) = File::create(&temporary) else {
+        // No temporary file beside it (a directory that refuses new files while the file may be
+        // written, a name too long for the suffix): in place, whose error, if any, names `path`.
+        return write_to(File::create(path)?, write);
     };
     let written = (|| {
         if let Some(p) = permissions {
@@ -228,6 +226,16 @@ mod tests {
         assert!(chattr("-i"), "the directory must be made mutable again");
         written.unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+    }
+
+    #[test]
+    fn a_file_whose_name_leaves_no_room_for_a_temporary_suffix_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r".repeat(250));
+        write_file(&path, |w| w.write_all(b"new")).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        write_file(&path, |w| w.write_all(b"newer")).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "newer");
     }
 
     #[test]
