@@ -140,7 +140,7 @@ enum SiteKey {
 
 /// A site's counts over a window (blocks in `UNIT`s): allocations and frees, and the frees of
 /// blocks born in the epoch they were freed in.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct SiteWindow {
     counts: Counts,
     young_free: (u64, u64),
@@ -227,11 +227,28 @@ pub struct Delta {
     pub(crate) comparison: bool,
 }
 
-/// Whether `b` closes a window that `a` opens: both of one run, `b` taken after `a`. Only then can
-/// their running counts be subtracted; otherwise (two runs, or the later snapshot given first)
-/// a delta compares what was live in each.
+/// Whether `b` closes a window that `a` opens: both of one run, `b` taken after `a` (a later or
+/// the same step, and no running count lower). Only then can their running counts be
+/// subtracted; otherwise (two runs, or the later snapshot given first) a delta compares what was
+/// live in each. (Counts, not the clock: two threads' snapshots taken at once may read their
+/// clocks in either order.)
 fn is_window(a: &Snapshot, b: &Snapshot) -> bool {
-    a.run == b.run && b.epoch >= a.epoch && b.seconds >= a.seconds
+    let (ta, tb) = (total(a), total(b));
+    a.run == b.run
+        && b.epoch >= a.epoch
+        && tb.alloc_blocks >= ta.alloc_blocks
+        && tb.alloc_bytes >= ta.alloc_bytes
+        && tb.free_blocks >= ta.free_blocks
+        && tb.free_bytes >= ta.free_bytes
+}
+
+/// A snapshot's running counts summed over its size classes.
+fn total(s: &Snapshot) -> Counts {
+    let mut c = Counts::default();
+    for k in &s.classes {
+        c.add(&k.counts);
+    }
+    c
 }
 
 /// The change from `before` to `after`: in a window (`window`), the allocations and frees made
@@ -288,13 +305,6 @@ fn live_change(c: &Counts) -> (i64, i64) {
 
 impl Delta {
     pub(crate) fn between(a: &Snapshot, b: &Snapshot) -> Delta {
-        let total = |s: &Snapshot| {
-            let mut c = Counts::default();
-            for k in &s.classes {
-                c.add(&k.counts);
-            }
-            c
-        };
         let is_window = is_window(a, b);
         let window = change(&total(b), &total(a), is_window);
         let young = (
@@ -310,48 +320,42 @@ impl Delta {
         let one_epoch = is_window && starts_the_step;
         let survivors = one_epoch.then(|| survivors_of(&window, young));
 
-        let before: HashMap<u64, Counts> = a.classes.iter().map(|c| (c.size, c.counts)).collect();
-        let mut classes: Vec<ClassDelta> = b
-            .classes
-            .iter()
-            .map(|c| {
-                let before = before.get(&c.size).copied().unwrap_or_default();
-                (c.size, change(&c.counts, &before, is_window))
-            })
-            .filter(|(_, d)| !d.is_zero())
-            .map(|(size, d)| {
-                let (live_bytes, live_blocks) = live_change(&d);
-                ClassDelta {
-                    size: size as usize,
-                    live_bytes,
-                    live_blocks,
-                    allocs: known(d.alloc_blocks, is_window),
-                    frees: known(d.free_blocks, is_window),
-                }
-            })
-            .collect();
+        let count_change = |after: &Counts, before: &Counts| change(after, before, is_window);
+        let mut classes: Vec<ClassDelta> = changes_of(
+            a.classes.iter().map(|c| (c.size, c.counts)),
+            b.classes.iter().map(|c| (c.size, c.counts)),
+            count_change,
+        )
+        .into_iter()
+        .map(|(size, d)| {
+            let (live_bytes, live_blocks) = live_change(&d);
+            ClassDelta {
+                size: size as usize,
+                live_bytes,
+                live_blocks,
+                allocs: known(d.alloc_blocks, is_window),
+                frees: known(d.free_blocks, is_window),
+            }
+        })
+        .collect();
         classes.sort_by(|x, y| y.live_bytes.cmp(&x.live_bytes).then(x.size.cmp(&y.size)));
 
-        let before: HashMap<&str, Counts> =
-            a.tags.iter().map(|t| (t.tag.as_str(), t.counts)).collect();
-        let mut tags: Vec<TagDelta> = b
-            .tags
-            .iter()
-            .map(|t| {
-                let before = before.get(t.tag.as_str()).copied().unwrap_or_default();
-                (t, change(&t.counts, &before, is_window))
-            })
-            .filter(|(_, d)| !d.is_zero())
-            .map(|(t, d)| {
-                let (live_bytes, live_blocks) = live_change(&d);
-                TagDelta {
-                    tag: scope::static_tag(&t.tag),
-                    live_bytes,
-                    live_blocks,
-                    allocated_bytes: known(d.alloc_bytes, is_window),
-                }
-            })
-            .collect();
+        let mut tags: Vec<TagDelta> = changes_of(
+            a.tags.iter().map(|t| (t.tag.as_str(), t.counts)),
+            b.tags.iter().map(|t| (t.tag.as_str(), t.counts)),
+            count_change,
+        )
+        .into_iter()
+        .map(|(tag, d)| {
+            let (live_bytes, live_blocks) = live_change(&d);
+            TagDelta {
+                tag: scope::static_tag(tag),
+                live_bytes,
+                live_blocks,
+                allocated_bytes: known(d.alloc_bytes, is_window),
+            }
+        })
+        .collect();
         tags.sort_by(|x, y| y.live_bytes.cmp(&x.live_bytes).then(x.tag.cmp(y.tag)));
 
         Delta {
@@ -376,6 +380,9 @@ impl Delta {
     /// Marks a delta as covering one thread only (no process totals).
     pub(crate) fn thread_only(mut self) -> Delta {
         self.after = None;
+        // A thread's window never starts a step for the process: other threads' blocks born in
+        // the step may be freed on this one.
+        self.survivors = None;
         self
     }
 
@@ -587,17 +594,22 @@ fn site_changes(a: &Snapshot, b: &Snapshot, window: bool) -> Vec<(SiteKey, SiteW
             (None, false) => SiteKey::Resolved(Site::unknown()),
         }
     };
+    let since = |after: &SiteWindow, before: &SiteWindow| after.since(before, window);
     if same_run {
-        let before: HashMap<SiteId, SiteWindow> =
-            a.sites.iter().map(|s| (s.id, SiteWindow::of(s))).collect();
-        b.sites
+        let site_of: HashMap<SiteId, SiteKey> = a
+            .sites
             .iter()
-            .map(|s| {
-                let earlier = before.get(&s.id).copied().unwrap_or_default();
-                (key(s), SiteWindow::of(s).since(&earlier, window))
-            })
-            .filter(|(_, w)| !w.counts.is_zero())
-            .collect()
+            .chain(&b.sites)
+            .map(|s| (s.id, key(s)))
+            .collect();
+        changes_of(
+            a.sites.iter().map(|s| (s.id, SiteWindow::of(s))),
+            b.sites.iter().map(|s| (s.id, SiteWindow::of(s))),
+            since,
+        )
+        .into_iter()
+        .filter_map(|(id, w)| Some((site_of.get(&id)?.clone(), w)))
+        .collect()
     } else {
         let by_site = |snap: &Snapshot| {
             let mut m: HashMap<Site, SiteWindow> = HashMap::new();
@@ -608,16 +620,36 @@ fn site_changes(a: &Snapshot, b: &Snapshot, window: bool) -> Vec<(SiteKey, SiteW
             }
             m
         };
-        let before = by_site(a);
-        by_site(b)
+        changes_of(by_site(a), by_site(b), since)
             .into_iter()
-            .map(|(site, w)| {
-                let d = w.since(&before.get(&site).copied().unwrap_or_default(), window);
-                (SiteKey::Resolved(site), d)
-            })
-            .filter(|(_, w)| !w.counts.is_zero())
+            .map(|(site, w)| (SiteKey::Resolved(site), w))
             .collect()
     }
+}
+
+/// The change of every group `a` or `b` holds, by key (`change(after, before)`), without the
+/// groups that did not change. A group only `a` holds changed to nothing: in a window that cannot
+/// happen (counts only grow), in a comparison it is what was live there and is gone.
+fn changes_of<K: Eq + std::hash::Hash, V: Copy + Default + PartialEq>(
+    a: impl IntoIterator<Item = (K, V)>,
+    b: impl IntoIterator<Item = (K, V)>,
+    change: impl Fn(&V, &V) -> V,
+) -> Vec<(K, V)> {
+    let mut before: HashMap<K, V> = a.into_iter().collect();
+    let mut out: Vec<(K, V)> = b
+        .into_iter()
+        .map(|(k, after)| {
+            let earlier = before.remove(&k).unwrap_or_default();
+            (k, change(&after, &earlier))
+        })
+        .collect();
+    out.extend(
+        before
+            .into_iter()
+            .map(|(k, earlier)| (k, change(&V::default(), &earlier))),
+    );
+    out.retain(|(_, v)| *v != V::default());
+    out
 }
 
 /// Resolves, merges sites that resolve to the same logical site, converts units, and sorts;
