@@ -150,7 +150,7 @@ impl Snapshot {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_dhat_to(&self, w: impl Write) -> io::Result<()> {
-        crate::thread::untracked(|| {
+        crate::report::write_for_program(w, |w| {
             let cmd = match self.label() {
                 Some(label) => format!("heapdelta snapshot {label:?}"),
                 None => "heapdelta snapshot".to_string(),
@@ -185,7 +185,7 @@ impl Delta {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_dhat_to(&self, w: impl Write) -> io::Result<()> {
-        crate::thread::untracked(|| {
+        crate::report::write_for_program(w, |w| {
             let cmd = format!("heapdelta growth {}", self.window_name());
             write_dhat(&build(&delta_sites(self), cmd, self.seconds), w)
         })

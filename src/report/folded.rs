@@ -55,7 +55,7 @@ impl Snapshot {
     /// }
     /// ```
     pub fn folded(&self) -> String {
-        crate::thread::untracked(|| fold(&snapshot_sites(self)))
+        crate::report::text_for_program(|| fold(&snapshot_sites(self)))
     }
 
     /// Draws the live bytes per call site as a flamegraph SVG (feature `flamegraph`).
@@ -95,7 +95,7 @@ impl Delta {
     /// # drop(v);
     /// ```
     pub fn folded(&self) -> String {
-        crate::thread::untracked(|| fold(&delta_sites(self)))
+        crate::report::text_for_program(|| fold(&delta_sites(self)))
     }
 
     /// Draws the growth of live bytes per call site as a flamegraph SVG (feature `flamegraph`).

@@ -16,8 +16,9 @@ pub(crate) mod text;
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::callsite::{self, Site};
 use crate::checkpoint;
@@ -90,6 +91,29 @@ pub(crate) fn delta_sites(d: &crate::Delta) -> Vec<SiteFigures> {
     v
 }
 
+/// Site figures as the text reports list them: told apart by first frame and type
+/// (`Site::leaf`), call paths that differ further out added together, largest first.
+pub(crate) fn by_leaf(sites: Vec<SiteFigures>) -> Vec<SiteFigures> {
+    let mut merged: HashMap<Site, SiteFigures> = HashMap::new();
+    for f in sites {
+        let leaf = f.site.leaf();
+        let m = merged.entry(leaf.clone()).or_insert(SiteFigures {
+            site: leaf,
+            alloc_blocks: 0,
+            alloc_bytes: 0,
+            live_blocks: 0,
+            live_bytes: 0,
+        });
+        m.alloc_blocks = m.alloc_blocks.saturating_add(f.alloc_blocks);
+        m.alloc_bytes = m.alloc_bytes.saturating_add(f.alloc_bytes);
+        m.live_blocks = m.live_blocks.saturating_add(f.live_blocks);
+        m.live_bytes = m.live_bytes.saturating_add(f.live_bytes);
+    }
+    let mut v: Vec<SiteFigures> = merged.into_values().collect();
+    sort_figures(&mut v);
+    v
+}
+
 fn sort_figures(v: &mut [SiteFigures]) {
     v.sort_by(|x, y| {
         y.live_bytes
@@ -99,64 +123,137 @@ fn sort_figures(v: &mut [SiteFigures]) {
     });
 }
 
+/// Text heapdelta makes for the program: made inside heapdelta's guard (its working memory is
+/// not the program's), then copied out of it, so that what the program keeps is the program's
+/// and counted as such.
+pub(crate) fn text_for_program(make: impl FnOnce() -> String) -> String {
+    let text = thread::untracked(make);
+    text.as_str().to_owned()
+}
+
+/// Writes what `make` writes to the program's writer `w`: made inside heapdelta's guard, written
+/// outside it, so that a buffer of the program's that `w` grows is counted as the program's.
+pub(crate) fn write_for_program(
+    mut w: impl Write,
+    make: impl FnOnce(&mut Vec<u8>) -> io::Result<()>,
+) -> io::Result<()> {
+    let bytes = thread::untracked(|| {
+        let mut bytes = Vec::new();
+        make(&mut bytes).map(|()| bytes)
+    })?;
+    w.write_all(&bytes)
+}
+
 /// The name used for a site whose frames are not known.
 pub(crate) const UNKNOWN_SITE: &str = "(unknown site)";
 
-/// Writes `path` through the buffered writer handed to `write`. A new file, or one that replaces
-/// a regular file, is written beside it under a temporary name and renamed over it once complete,
-/// so a write that fails (a full disk, a size limit) leaves the earlier file whole and no partial
-/// one. Anything else (a device, a pipe, a symbolic link) is written in place, and so is a file
-/// no temporary can be made beside (a directory that refuses new files, a name at the length
-/// limit).
+/// Writes to `path` what `write` writes, all of it made first (in heapdelta's guard), so a report
+/// that cannot be made leaves the file alone. A regular file that is only this one name and is
+/// ours to replace, or a new one, is written beside it under a temporary name and renamed over it
+/// once complete, so a write that fails (a full disk, a size limit) leaves the earlier file
+/// whole and no partial one. Anything else is written in place: a device, a pipe, a symbolic
+/// link, a file with other names (hard links) or another owner, and a file no temporary can be
+/// made beside or renamed over (a directory that refuses new files, a name at the length limit,
+/// a sticky directory). A file the program may not write is refused, as a plain write would be.
 pub(crate) fn write_file(
     path: &Path,
-    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+    write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>,
 ) -> io::Result<()> {
-    let permissions = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_file() => Some(m.permissions()),
-        Ok(_) => return write_to(File::create(path)?, write),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
-    };
+    thread::untracked(|| {
+        let mut bytes = Vec::new();
+        write(&mut bytes)?;
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_file() => {
+                // Opening it for writing (without truncating) asks the system whether we may.
+                let existing = std::fs::OpenOptions::new().write(true).open(path)?;
+                if replaceable(&m) && write_beside(path, &bytes, Some(m.permissions()))? {
+                    return Ok(());
+                }
+                existing.set_len(0)?;
+                write_all_to(existing, &bytes)
+            }
+            Ok(_) => write_all_to(File::create(path)?, &bytes),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if write_beside(path, &bytes, None)? {
+                    return Ok(());
+                }
+                write_all_to(File::create(path)?, &bytes)
+            }
+            Err(e) => Err(e),
+        }
+    })
+}
+
+/// Whether a regular file may be replaced by a new one of the same name without anyone noticing
+/// but by its contents: it has no other name, and we own it.
+fn replaceable(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    m.nlink() == 1 && m.uid() == me
+}
+
+/// Writes `bytes` to a new file beside `path` and renames it over `path`: `Ok(false)`, leaving
+/// nothing behind, when no such file can be made or the directory refuses the rename (write in
+/// place instead); an error, leaving `path` as it was, when writing the bytes failed.
+fn write_beside(
+    path: &Path,
+    bytes: &[u8],
+    permissions: Option<std::fs::Permissions>,
+) -> io::Result<bool> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let Some(name) = path.file_name() else {
-        return write_to(File::create(path)?, write);
+        return Ok(false);
     };
     let mut temporary = std::ffi::OsString::from(".");
     temporary.push(name);
-    temporary.push(format!(".{}.heapdelta-tmp", std::process::id()));
+    temporary.push(format!(
+        ".{}-{}.heapdelta-tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     let temporary = path.with_file_name(temporary);
-    let Ok(file) = File::create(&temporary) else {
-        // No temporary file beside it (a directory that refuses new files while the file may be
-        // written, a name too long for the suffix): in place, whose error, if any, names `path`.
-        return write_to(File::create(path)?, write);
+    // A name of our own, never an existing file (nor a link someone left there).
+    let Ok(file) = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+    else {
+        return Ok(false);
     };
-    let written = (|| {
-        if let Some(p) = permissions {
-            file.set_permissions(p)?;
+    let written = permissions
+        .map_or(Ok(()), |p| file.set_permissions(p))
+        .and_then(|()| write_all_to(file, bytes));
+    let renamed = match written {
+        Ok(()) => std::fs::rename(&temporary, path),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(e);
         }
-        write_to(file, write)?;
-        std::fs::rename(&temporary, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temporary);
+    };
+    match renamed {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temporary);
+            // A sticky directory lets us write the file but not replace it.
+            match e.kind() {
+                io::ErrorKind::PermissionDenied => Ok(false),
+                _ => Err(e),
+            }
+        }
     }
-    written
 }
 
-fn write_to(
-    file: File,
-    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
-) -> io::Result<()> {
-    let mut w = BufWriter::new(file);
-    write(&mut w)?;
-    w.flush()
+fn write_all_to(mut file: File, bytes: &[u8]) -> io::Result<()> {
+    file.write_all(bytes)?;
+    file.flush()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn fail_after_writing_some(w: &mut BufWriter<File>) -> io::Result<()> {
+    fn fail_after_writing_some(w: &mut Vec<u8>) -> io::Result<()> {
         w.write_all(b"partial")?;
         Err(io::Error::other("the disk is full"))
     }
@@ -236,6 +333,39 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
         write_file(&path, |w| w.write_all(b"newer")).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "newer");
+    }
+
+    #[test]
+    fn a_file_with_another_name_is_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, other) = (
+            dir.path().join("report.json"),
+            dir.path().join("other.json"),
+        );
+        std::fs::write(&path, "earlier").unwrap();
+        std::fs::hard_link(&path, &other).unwrap();
+        write_file(&path, |w| w.write_all(b"new")).unwrap();
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), "new");
+    }
+
+    #[test]
+    fn writers_on_several_threads_each_leave_a_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let texts: Vec<String> = (0..4).map(|t| t.to_string().repeat(100_000)).collect();
+        std::thread::scope(|s| {
+            for text in &texts {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        write_file(path, |w| w.write_all(text.as_bytes())).unwrap();
+                    }
+                });
+            }
+        });
+        let last = std::fs::read_to_string(&path).unwrap();
+        assert!(texts.contains(&last), "a file mixed from several writes");
+        assert_eq!(names(dir.path()), ["report.json"]);
     }
 
     #[test]

@@ -306,7 +306,7 @@ impl Snapshot {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_pprof_to(&self, w: impl Write) -> io::Result<()> {
-        crate::thread::untracked(|| {
+        crate::report::write_for_program(w, |w| {
             let comment = match self.label() {
                 Some(label) => format!("heapdelta snapshot {label:?}"),
                 None => "heapdelta snapshot".to_string(),
@@ -349,7 +349,7 @@ impl Delta {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_pprof_to(&self, w: impl Write) -> io::Result<()> {
-        crate::thread::untracked(|| {
+        crate::report::write_for_program(w, |w| {
             let comment = format!("heapdelta growth {}", self.window_name());
             let window = Window {
                 seconds: self.seconds,

@@ -83,7 +83,7 @@ impl Delta {
     /// assert!(d.summary().starts_with("| step 1 |"));
     /// ```
     pub fn summary(&self) -> String {
-        crate::thread::untracked(|| {
+        crate::report::text_for_program(|| {
             let label = self.label().unwrap_or(if self.after.is_some() {
                 "now"
             } else {
@@ -163,7 +163,7 @@ impl Delta {
     /// # drop(kept);
     /// ```
     pub fn table(&self, by: By, top: usize) -> String {
-        crate::thread::untracked(|| {
+        crate::report::text_for_program(|| {
             let (third, name) = match by {
                 By::Site => ("allocs", "site"),
                 By::Class => ("allocs", "size class"),
@@ -237,7 +237,9 @@ impl Delta {
 
 impl Display for Delta {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        crate::thread::untracked(|| {
+        // Made inside heapdelta's guard, written outside it: the formatter may be writing into a
+        // buffer of the program's, whose growth is the program's.
+        let text = crate::thread::untracked(|| {
             // One line per entry, joined: the text never ends with a line break, whatever it holds.
             let mut lines = vec![self.summary()];
             if let Some(note) = comparison_note(self) {
@@ -314,8 +316,9 @@ impl Display for Delta {
             if let Some(p) = &self.pool {
                 lines.push(pool_view(p));
             }
-            f.write_str(&lines.join("\n"))
-        })
+            lines.join("\n")
+        });
+        f.write_str(&text)
     }
 }
 
@@ -415,7 +418,9 @@ pub(crate) fn pool_view(p: &PoolStats) -> String {
 
 impl Display for Timeline {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        crate::thread::untracked(|| {
+        // Made inside heapdelta's guard, written outside it: the formatter may be writing into a
+        // buffer of the program's, whose growth is the program's.
+        let text = crate::thread::untracked(|| {
             // One line per entry, joined, as for `Delta`: no line break at the end.
             let growing = self.growing();
             let mut lines = Vec::new();
@@ -443,8 +448,9 @@ impl Display for Timeline {
             // A blank line between the suspects and the steps.
             lines.push(String::new());
             lines.extend(self.steps().iter().map(Delta::summary));
-            f.write_str(&lines.join("\n"))
-        })
+            lines.join("\n")
+        });
+        f.write_str(&text)
     }
 }
 
