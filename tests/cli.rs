@@ -205,6 +205,28 @@ fn snapshot_with_control_characters(dir: &Path) -> std::path::PathBuf {
 }
 
 #[test]
+fn show_lists_call_paths_to_one_frame_as_one_site() {
+    let dir = common::temp_dir("show_leaf");
+    let mut snapshot = common::snapshot(4);
+    let sites = snapshot["sites"].as_array_mut().unwrap();
+    let mut other = sites[0].clone();
+    other["id"] = 99.into();
+    other["site"]["frames"][1]["function"] = "service::warm_up".into();
+    sites.push(other);
+    let path = dir.join("two_paths.json");
+    std::fs::write(&path, common::snapshot_file_of(snapshot)).unwrap();
+    let run = heapdelta(["show", arg(&path)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("Cache::insert"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", run.stdout);
+    assert!(lines[0].contains("256.0 KiB"), "{}", run.stdout);
+}
+
+#[test]
 fn show_escapes_control_characters_from_the_file() {
     let dir = common::temp_dir("show_control");
     let run = heapdelta(["show", arg(&snapshot_with_control_characters(&dir))]);

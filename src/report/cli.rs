@@ -24,9 +24,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::diff::Delta;
 use crate::report::json::{read_contents, Contents};
-use crate::report::snapshot_sites;
 use crate::report::text::By;
 use crate::report::text::{bytes, comparison_note, estimates_note, thousands, OneLine};
+use crate::report::{by_leaf, snapshot_sites};
 use crate::snapshot::Snapshot;
 
 #[derive(Parser)]
@@ -278,7 +278,7 @@ fn describe(s: &Snapshot, top: usize) -> String {
         "{:>12} {:>10} {:>10}  site",
         "live bytes", "blocks", "allocs"
     );
-    for f in snapshot_sites(s)
+    for f in by_leaf(snapshot_sites(s))
         .iter()
         .filter(|f| f.live_bytes > 0)
         .take(top)
