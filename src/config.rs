@@ -272,15 +272,16 @@ fn unwritable(path: &Path) -> Option<String> {
     if path.is_dir() {
         return Some("that is a directory".to_string());
     }
-    let dir = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: `dir` is a NUL-terminated path; `access` only reads it.
-    let denied = unsafe { libc::access(dir.as_ptr(), libc::W_OK) } != 0;
-    denied.then(|| {
-        format!(
-            "its directory is not writable: {}",
-            io::Error::last_os_error()
-        )
-    })
+    // An existing file is written in place when its directory refuses new files: ask about the
+    // file then, about the directory otherwise.
+    let (target, what) = match path.exists() {
+        true => (path, "it is not writable"),
+        false => (dir, "its directory is not writable"),
+    };
+    let target = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: `target` is a NUL-terminated path; `access` only reads it.
+    let denied = unsafe { libc::access(target.as_ptr(), libc::W_OK) } != 0;
+    denied.then(|| format!("{what}: {}", io::Error::last_os_error()))
 }
 
 /// Takes a checkpoint every `interval`, labelled with the seconds since the first.
