@@ -19,7 +19,8 @@ fn a_comparison_counts_the_fall_of_sites_classes_and_tags_only_the_first_snapsho
     // Given the later snapshot first: what `kept` holds falls away.
     let back = before.since(&after);
     assert!(back.is_comparison());
-    assert!(back.live_bytes() <= -(3 << 20), "{back}");
+    // Other tests of this binary may allocate meanwhile: a little either way.
+    assert!(back.live_bytes() <= -(3 << 20) + (64 << 10), "{back}");
     let classes: i64 = back.size_classes().iter().map(|c| c.live_bytes).sum();
     assert_eq!(classes, back.live_bytes(), "{back}");
     let tag = back.tags().iter().find(|t| t.tag == "comparisons-new-tag");
