@@ -29,4 +29,6 @@ pub mod internals {
     pub use super::capture::{capture, capture_hashed, capture_unwind, unwound_count};
     pub use super::intern::{intern, intern_hashed};
     pub use super::symbols::resolve;
+    /// Runs a closure as heapdelta's own work (its allocations not counted).
+    pub use crate::thread::untracked;
 }

@@ -26,7 +26,7 @@ use crate::diff::Delta;
 use crate::report::json::{read_contents, Contents};
 use crate::report::text::By;
 use crate::report::text::{bytes, comparison_note, estimates_note, thousands, OneLine};
-use crate::report::{by_leaf, snapshot_sites};
+use crate::report::{snapshot_sites, sort_figures, SiteFigures};
 use crate::snapshot::Snapshot;
 
 #[derive(Parser)]
@@ -352,4 +352,28 @@ fn export(format: Format, path: &Path, output: &Path, window: &Window) -> Outcom
         (Selection::Growth(d), Format::Dhat) => d.write_dhat(output),
     };
     written.map_err(|e| fail(output, e))
+}
+
+/// Site figures as the text reports list them: told apart by first frame and type
+/// (`Site::leaf`), call paths that differ further out added together, largest first.
+fn by_leaf(sites: Vec<SiteFigures>) -> Vec<SiteFigures> {
+    let mut merged: std::collections::HashMap<crate::Site, SiteFigures> =
+        std::collections::HashMap::new();
+    for f in sites {
+        let leaf = f.site.leaf();
+        let m = merged.entry(leaf.clone()).or_insert(SiteFigures {
+            site: leaf,
+            alloc_blocks: 0,
+            alloc_bytes: 0,
+            live_blocks: 0,
+            live_bytes: 0,
+        });
+        m.alloc_blocks = m.alloc_blocks.saturating_add(f.alloc_blocks);
+        m.alloc_bytes = m.alloc_bytes.saturating_add(f.alloc_bytes);
+        m.live_blocks = m.live_blocks.saturating_add(f.live_blocks);
+        m.live_bytes = m.live_bytes.saturating_add(f.live_bytes);
+    }
+    let mut v: Vec<SiteFigures> = merged.into_values().collect();
+    sort_figures(&mut v);
+    v
 }

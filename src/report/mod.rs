@@ -91,30 +91,7 @@ pub(crate) fn delta_sites(d: &crate::Delta) -> Vec<SiteFigures> {
     v
 }
 
-/// Site figures as the text reports list them: told apart by first frame and type
-/// (`Site::leaf`), call paths that differ further out added together, largest first.
-pub(crate) fn by_leaf(sites: Vec<SiteFigures>) -> Vec<SiteFigures> {
-    let mut merged: HashMap<Site, SiteFigures> = HashMap::new();
-    for f in sites {
-        let leaf = f.site.leaf();
-        let m = merged.entry(leaf.clone()).or_insert(SiteFigures {
-            site: leaf,
-            alloc_blocks: 0,
-            alloc_bytes: 0,
-            live_blocks: 0,
-            live_bytes: 0,
-        });
-        m.alloc_blocks = m.alloc_blocks.saturating_add(f.alloc_blocks);
-        m.alloc_bytes = m.alloc_bytes.saturating_add(f.alloc_bytes);
-        m.live_blocks = m.live_blocks.saturating_add(f.live_blocks);
-        m.live_bytes = m.live_bytes.saturating_add(f.live_bytes);
-    }
-    let mut v: Vec<SiteFigures> = merged.into_values().collect();
-    sort_figures(&mut v);
-    v
-}
-
-fn sort_figures(v: &mut [SiteFigures]) {
+pub(crate) fn sort_figures(v: &mut [SiteFigures]) {
     v.sort_by(|x, y| {
         y.live_bytes
             .cmp(&x.live_bytes)
