@@ -55,9 +55,9 @@ pub const MAX_DEPTH: usize = callsite::STACK_WORDS;
 /// from the inner allocator when it is zero-sized, as `System` is, and from `System` when it
 /// holds state (a [`Pool`](crate::Pool), a reference to one, any allocator that is not
 /// zero-sized), so that such an allocator's own figures (a pool's reserved bytes) hold only the
-/// program's blocks; a block the program grows while heapdelta writes into it (a `String` a report
-/// is formatted into) is copied across. A zero-sized wrapper around a pool kept elsewhere is not
-/// told apart: wrap a reference to the pool instead.
+/// program's blocks; a block that `realloc` moves between the two (one of the program's grown
+/// while heapdelta runs, one of heapdelta's grown by the program) is copied across. A zero-sized
+/// wrapper around a pool kept elsewhere is not told apart: wrap a reference to the pool instead.
 #[derive(Debug)]
 pub struct Tracker<A = System> {
     inner: A,
