@@ -173,6 +173,19 @@ pub(crate) fn effective(mode: CallSites, depth: usize) -> (CallSites, usize) {
     (mode, depth)
 }
 
+/// `effective`, for recording a new block: sampled call sites wait until `HEAPDELTA` has been
+/// read, so that every sampled block is weighed with the mean it will be freed with (a block's
+/// header says that it was sampled, not with which mean). Until then, in the moment a thread that
+/// is not the one reading `HEAPDELTA` may record in, sampled modes record no call site; totals and
+/// size classes are exact as always.
+pub(crate) fn for_recording(mode: CallSites, depth: usize) -> (CallSites, usize) {
+    let (mode, depth) = effective(mode, depth);
+    match mode {
+        CallSites::Sampled { .. } if STATE.load(Ordering::Acquire) != 2 => (CallSites::Off, depth),
+        _ => (mode, depth),
+    }
+}
+
 /// The mean of the sampling in effect, in bytes, when call sites are sampled: per-site figures
 /// are then estimates.
 pub(crate) fn sampled_mean() -> Option<u64> {

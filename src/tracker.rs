@@ -339,9 +339,14 @@ impl<A: GlobalAlloc> Tracker<A> {
     #[cold]
     #[inline(never)]
     fn on_alloc_slow(&self, size: usize) -> Header {
-        let (mode, depth) = config::effective(self.mode, self.depth);
-        thread::record_slow(|ctx| record_alloc(ctx, size, mode, depth, None))
-            .unwrap_or(Header::UNTRACKED)
+        thread::record_slow(|ctx| {
+            // Looked up here, after a thread's first event has had `HEAPDELTA` read on its way in
+            // (claiming the thread's slot), so that the process's first block is recorded as the
+            // others are.
+            let (mode, depth) = config::for_recording(self.mode, self.depth);
+            record_alloc(ctx, size, mode, depth, None)
+        })
+        .unwrap_or(Header::UNTRACKED)
     }
 
     /// Records the end of a block of `size` bytes whose header is `h`; returns whether the block
