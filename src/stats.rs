@@ -600,16 +600,21 @@ pub fn needs_flush(bytes: i64) -> bool {
     bytes <= FLUSH_FLOOR
 }
 
-/// The highest pending fall in bytes that [`needs_flush`].
-pub const FLUSH_FLOOR: i64 = -FLUSH_BYTES;
+/// The highest pending fall in bytes that [`needs_flush`]. Far closer to zero than
+/// `FLUSH_BYTES`: another thread's view of the live heap (the folded figure plus its own change)
+/// counts the blocks this thread freed and has not folded yet, and a view that high can raise the
+/// peak above anything the heap was. Folds of frees are rare all the same: a thread whose
+/// allocations and frees balance drifts this far only now and then.
+pub const FLUSH_FLOOR: i64 = -16 * 1024;
 
 /// Folds a large pending change into the global figure, raises the peak when the thread's view of
 /// the live heap (global figure + its own pending change) exceeds it, and sets the next limit.
-/// With one thread the peak is exact; with several it can miss up to 256 KiB per thread of other
-/// threads' changes, and `snapshot` never reports a peak below the live figure.
+/// With one thread the peak is exact; with several it can miss up to 256 KiB per other thread
+/// (their unfolded growth) and overstate by less than 16 KiB per other thread (their unfolded
+/// frees), and `snapshot` never reports a peak below the live figure.
 #[cold]
 pub fn refresh(p: &mut Pending) {
-    if p.bytes >= FLUSH_BYTES || p.bytes <= -FLUSH_BYTES {
+    if p.bytes >= FLUSH_BYTES || needs_flush(p.bytes) {
         flush(p);
     }
     let (bytes, blocks) = folded();
