@@ -105,7 +105,7 @@ fn symbolise(stack: &[usize], own_dir: &str) -> Vec<RawFrame> {
                 .unwrap_or_else(|| format!("{ip:#x}"));
             let file = symbol.filename().map(|path| path.display().to_string());
             let line = symbol.lineno();
-            let origin = origin(&function, file.as_deref(), own_dir);
+            let origin = origin(&function, file.as_deref(), line, own_dir);
             raw.push(RawFrame {
                 frame: Frame {
                     function,
@@ -166,7 +166,7 @@ const STD_NAME_PREFIXES: &[&str] = &[
     "<(",
 ];
 
-fn origin(function: &str, file: Option<&str>, own_dir: &str) -> Origin {
+fn origin(function: &str, file: Option<&str>, line: Option<u32>, own_dir: &str) -> Origin {
     // rustc 1.9x names the shims `__rustc::__rust_alloc` …
     let bare = function.strip_prefix("__rustc::").unwrap_or(function);
     if SHIM_PREFIXES.iter().any(|p| bare.starts_with(p)) {
@@ -181,15 +181,22 @@ fn origin(function: &str, file: Option<&str>, own_dir: &str) -> Origin {
     match file {
         Some(file) if is_std_path(file) => Origin::Std,
         Some(file) if file.starts_with(own_dir) => Origin::Allocator,
+        // Limited debug information can give a std function inlined into the program the
+        // program's file and no line: its name says whose it is.
+        Some(_) if line.unwrap_or(0) == 0 && is_std_name(function) => Origin::Std,
         Some(_) => Origin::User,
         None if function == "main" => Origin::Runtime,
         None if function.starts_with("heapdelta::") || function.starts_with("<heapdelta::") => {
             Origin::Allocator
         }
-        None if STD_NAME_PREFIXES.iter().any(|p| function.starts_with(p)) => Origin::Std,
+        None if is_std_name(function) => Origin::Std,
         None if function.starts_with("0x") => Origin::Runtime,
         None => Origin::User,
     }
+}
+
+fn is_std_name(function: &str) -> bool {
+    STD_NAME_PREFIXES.iter().any(|p| function.starts_with(p))
 }
 
 fn is_std_path(file: &str) -> bool {
@@ -327,7 +334,7 @@ mod tests {
     fn raw(function: &str, file: Option<&str>, line: u32) -> RawFrame {
         RawFrame {
             inlined: true,
-            origin: origin(function, file, "/work/heapdelta/src/"),
+            origin: origin(function, file, Some(line), "/work/heapdelta/src/"),
             frame: Frame {
                 function: function.to_string(),
                 file: file.map(str::to_string),
@@ -570,18 +577,36 @@ mod tests {
     #[test]
     fn allocator_shims_are_recognised_by_name() {
         assert_eq!(
-            origin("__rg_alloc", Some("/home/u/app/src/main.rs"), "/x/"),
-            Origin::Allocator
-        );
-        assert_eq!(origin("__rust_realloc", None, "/x/"), Origin::Allocator);
-        assert_eq!(
             origin(
-                "__rustc::__rust_alloc",
+                "__rg_alloc",
                 Some("/home/u/app/src/main.rs"),
+                Some(3),
                 "/x/"
             ),
             Origin::Allocator
         );
+        assert_eq!(
+            origin("__rust_realloc", None, None, "/x/"),
+            Origin::Allocator
+        );
+        assert_eq!(
+            origin(
+                "__rustc::__rust_alloc",
+                Some("/home/u/app/src/main.rs"),
+                Some(3),
+                "/x/"
+            ),
+            Origin::Allocator
+        );
+    }
+
+    #[test]
+    fn a_std_function_given_the_programs_file_without_a_line_is_std() {
+        let vec_buffer = "alloc::raw_vec::RawVecInner<A>::try_allocate_in";
+        let file = Some("/home/u/app/src/bin/workers.rs");
+        assert_eq!(origin(vec_buffer, file, None, "/x/"), Origin::Std);
+        assert_eq!(origin(vec_buffer, file, Some(0), "/x/"), Origin::Std);
+        assert_eq!(origin("workers::make_job", file, None, "/x/"), Origin::User);
     }
 
     #[test]
