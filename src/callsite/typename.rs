@@ -121,7 +121,12 @@ pub(crate) fn derive_marked(trimmed: &[Frame], inlined: &[bool]) -> Option<Strin
             continue;
         };
         let this_inlined = inlined.get(i).copied().unwrap_or(true);
-        let args = generic_args(&frame.function);
+        let mut args = generic_args(&frame.function);
+        // Names from limited debug information and legacy mangling can carry the declaration's
+        // parameters (`RawVec<T, A>::with_capacity_in`): those name no type.
+        if args.iter().any(|arg| is_parameter(arg)) {
+            args.clear();
+        }
         if let (Some(Candidate::Buffer(_)), Kind::RawVec | Kind::Vec, Some(t)) =
             (&candidate, kind, args.first())
         {
@@ -324,6 +329,18 @@ fn generic_args(function: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether a generic argument is a parameter's name (`T`, `K`) rather than a type: a bare name
+/// that is not a primitive type (the types of a crate are named with their path).
+fn is_parameter(arg: &str) -> bool {
+    const PRIMITIVES: &[&str] = &[
+        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+        "f32", "f64", "bool", "char", "str",
+    ];
+    !arg.is_empty()
+        && arg.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !PRIMITIVES.contains(&arg)
+}
+
 fn is_allocator(arg: &str) -> bool {
     arg == "alloc::alloc::Global" || arg == "Global"
 }
@@ -483,6 +500,16 @@ mod tests {
             derive_marked(&frames, &[false, true]).as_deref(),
             Some("Vec<String>")
         );
+    }
+
+    #[test]
+    fn a_name_with_the_declarations_parameters_gives_no_type() {
+        let frames = [Frame {
+            function: "alloc::raw_vec::RawVec<T,A>::with_capacity_in".into(),
+            file: Some("alloc/src/raw_vec/mod.rs".into()),
+            line: Some(1),
+        }];
+        assert_eq!(derive(&frames), None);
     }
 
     #[test]
@@ -859,7 +886,7 @@ mod tests {
     fn non_ascii_names_do_not_panic() {
         assert_eq!(generic_args("neu<Größe, ü>"), vec!["Größe", "ü"]);
         assert_eq!(
-            derive(&frames(&[("ñ<é>", "alloc/src/vec/mod.rs")])).as_deref(),
+            derive(&frames(&[("ñ<crate::é>", "alloc/src/vec/mod.rs")])).as_deref(),
             Some("Vec<é>")
         );
     }
