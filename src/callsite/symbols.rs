@@ -11,8 +11,10 @@
 //!    `lang_start`, libc's start routines, thread start glue);
 //! 3. **folded**: consecutive frames of the same function in the same file (recursion) become one,
 //!    the innermost;
-//! 4. paths **shortened**: relative to the current directory when under it,
-//!    `crate-x.y.z/src/…` for the cargo registry, `alloc/src/…` for `/rustc/<hash>/library/…`.
+//! 4. paths **shortened**: `crate-x.y.z/src/…` for the cargo registry, `alloc/src/…` for
+//!    `/rustc/<hash>/library/…`, relative to the cargo workspace (or package) the file is in, so
+//!    that runs from different directories name a site alike, else to the current directory when
+//!    under it.
 //!
 //! Results are cached per [`SiteId`]. This runs outside the allocation hot path, under the
 //! caller's reentrancy guard, so it may allocate and lock; it never panics (a poisoned cache is
@@ -86,7 +88,9 @@ fn resolve_stack(stack: &[usize], own_dir: &str) -> Site {
         let cwd = std::env::current_dir()
             .ok()
             .map(|dir| format!("{}/", dir.display()));
-        build_site(raw, cwd.as_deref())
+        build_site(raw, &|path| {
+            shorten_path(path, project_root(path).as_deref(), cwd.as_deref())
+        })
     })
     .unwrap_or_else(|_| Site::unknown())
 }
@@ -217,7 +221,7 @@ fn is_alloc_plumbing(f: &RawFrame) -> bool {
 }
 
 /// Trims, folds and shortens resolved frames into a site with its derived type.
-fn build_site(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
+fn build_site(raw: Vec<RawFrame>, shorten: &dyn Fn(&str) -> String) -> Site {
     let first_user = raw.iter().position(|f| f.origin == Origin::User);
     let last_user = raw.iter().rposition(|f| f.origin == Origin::User);
     let (trimmed, kept): (Vec<RawFrame>, Vec<RawFrame>) = match (first_user, last_user) {
@@ -252,7 +256,7 @@ fn build_site(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
         frames
             .into_iter()
             .map(|f| Frame {
-                file: f.frame.file.map(|file| shorten_path(&file, cwd)),
+                file: f.frame.file.map(|file| shorten(&file)),
                 ..f.frame
             })
             .collect()
@@ -302,11 +306,9 @@ fn fold_recursion(frames: Vec<Frame>) -> Vec<Frame> {
     out
 }
 
-/// A path as shown in reports (see the module docs).
-fn shorten_path(path: &str, cwd: Option<&str>) -> String {
-    if let Some(rest) = cwd.and_then(|cwd| path.strip_prefix(cwd)) {
-        return rest.to_string();
-    }
+/// A path as shown in reports (see the module docs): relative to `project` (the file's
+/// `project_root`, with a trailing `/`) when it has one, else to `cwd` when under it.
+fn shorten_path(path: &str, project: Option<&str>, cwd: Option<&str>) -> String {
     // ~/.cargo/registry/src/<index>/crate-x.y.z/src/lib.rs → crate-x.y.z/src/lib.rs
     if let Some(at) = path.find("/registry/src/") {
         let after_index = &path[at + "/registry/src/".len()..];
@@ -324,12 +326,61 @@ fn shorten_path(path: &str, cwd: Option<&str>) -> String {
     if let Some(rest) = path.strip_prefix("/rust/deps/") {
         return rest.to_string();
     }
+    for base in [project, cwd].into_iter().flatten() {
+        if let Some(rest) = path.strip_prefix(base) {
+            return rest.to_string();
+        }
+    }
     path.to_string()
+}
+
+/// The directory, with a trailing `/`, that a program's source file is shown relative to, so that
+/// a site is named alike whatever directory the program runs in: the root of the cargo workspace
+/// the file is in (the nearest directory above its package's holding a `Cargo.toml` with a
+/// `[workspace]` table), else its package's root (the nearest directory above it holding a
+/// `Cargo.toml`). `None` for a relative path or one outside any package on this machine. Cached
+/// per directory, since every frame of every site asks.
+fn project_root(path: &str) -> Option<String> {
+    static ROOTS: Mutex<Option<HashMap<String, Option<String>>>> = Mutex::new(None);
+    let dir = std::path::Path::new(path).parent()?;
+    if !dir.is_absolute() {
+        return None;
+    }
+    let key = dir.display().to_string();
+    let mut roots = ROOTS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let roots = roots.get_or_insert_with(HashMap::new);
+    if let Some(root) = roots.get(&key) {
+        return root.clone();
+    }
+    let manifest = |dir: &std::path::Path| dir.join("Cargo.toml");
+    let package = dir.ancestors().find(|d| manifest(d).is_file());
+    let workspace = package.and_then(|package| {
+        package.ancestors().find(|d| {
+            std::fs::read_to_string(manifest(d))
+                .is_ok_and(|text| text.lines().any(|l| l.trim() == "[workspace]"))
+        })
+    });
+    let root = workspace.or(package).map(|root| {
+        let mut root = root.display().to_string();
+        if !root.ends_with('/') {
+            root.push('/');
+        }
+        root
+    });
+    roots.insert(key, root.clone());
+    root
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `build_site` with paths shortened against `cwd` only.
+    fn build(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
+        build_site(raw, &|path| shorten_path(path, None, cwd))
+    }
 
     fn raw(function: &str, file: Option<&str>, line: u32) -> RawFrame {
         RawFrame {
@@ -350,7 +401,7 @@ mod tests {
         let std = |f: &str| raw(f, Some(&format!("{STD}/std/src/lib.rs")), 1);
         let alloc = |f: &str| raw(f, Some(&format!("{STD}/alloc/src/alloc.rs")), 1);
         let ours = |f: &str| raw(f, Some("/work/heapdelta/src/thread.rs"), 1);
-        let site = build_site(
+        let site = build(
             vec![
                 std("<core::option::Option<_>>::map"),
                 std("<std::thread::local::LocalKey<heapdelta::thread::State>>::try_with"),
@@ -371,7 +422,7 @@ mod tests {
     #[test]
     fn a_site_of_alloc_frames_only_keeps_them() {
         let alloc = |f: &str| raw(f, Some(&format!("{STD}/alloc/src/alloc.rs")), 1);
-        let site = build_site(vec![alloc("alloc::alloc::alloc")], None);
+        let site = build(vec![alloc("alloc::alloc::alloc")], None);
         assert_eq!(
             site.to_string(),
             "alloc::alloc::alloc (alloc/src/alloc.rs:1)"
@@ -435,21 +486,21 @@ mod tests {
 
     #[test]
     fn first_frame_is_the_users_after_trimming() {
-        let site = build_site(realistic_vec_push(), Some("/home/u/app/"));
+        let site = build(realistic_vec_push(), Some("/home/u/app/"));
         assert_eq!(site.frames()[0].function, "model::compose");
         assert_eq!(site.to_string(), "model::compose (src/model.rs:88)");
     }
 
     #[test]
     fn start_up_frames_are_trimmed_from_the_outer_end() {
-        let site = build_site(realistic_vec_push(), Some("/home/u/app/"));
+        let site = build(realistic_vec_push(), Some("/home/u/app/"));
         let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["model::compose", "main"]);
     }
 
     #[test]
     fn type_is_derived_from_the_trimmed_frames() {
-        let site = build_site(realistic_vec_push(), Some("/home/u/app/"));
+        let site = build(realistic_vec_push(), Some("/home/u/app/"));
         assert_eq!(site.type_name(), "Vec<u8>");
     }
 
@@ -460,7 +511,7 @@ mod tests {
         for _ in 0..5 {
             frames.insert(6, deep.clone());
         }
-        let site = build_site(frames, Some("/home/u/app/"));
+        let site = build(frames, Some("/home/u/app/"));
         let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["walk", "model::compose", "main"]);
     }
@@ -469,7 +520,7 @@ mod tests {
     fn allocator_shims_with_the_rustc_prefix_are_trimmed() {
         let mut frames = realistic_vec_push();
         frames[1] = raw("__rustc::__rust_alloc", Some("/home/u/app/src/main.rs"), 3);
-        let site = build_site(frames, Some("/home/u/app/"));
+        let site = build(frames, Some("/home/u/app/"));
         assert_eq!(site.frames()[0].function, "model::compose");
         assert_eq!(site.type_name(), "Vec<u8>");
     }
@@ -514,7 +565,7 @@ mod tests {
             6,
             raw("Node::forward", Some("/home/u/app/src/model.rs"), 40),
         );
-        let site = build_site(frames, Some("/home/u/app/"));
+        let site = build(frames, Some("/home/u/app/"));
         let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["Node::forward", "model::compose", "main"]);
         assert_eq!(site.frames()[0].line, Some(40));
@@ -531,16 +582,67 @@ mod tests {
                 800,
             ),
         );
-        let site = build_site(frames, Some("/home/u/app/"));
+        let site = build(frames, Some("/home/u/app/"));
         assert_eq!(site.frames().len(), 3);
     }
 
     #[test]
     fn paths_under_the_current_directory_become_relative() {
         assert_eq!(
-            shorten_path("/home/u/app/src/model.rs", Some("/home/u/app/")),
+            shorten_path("/home/u/app/src/model.rs", None, Some("/home/u/app/")),
             "src/model.rs"
         );
+    }
+
+    #[test]
+    fn paths_in_a_project_are_relative_to_it_wherever_the_program_runs() {
+        assert_eq!(
+            shorten_path(
+                "/home/u/app/src/model.rs",
+                Some("/home/u/app/"),
+                Some("/tmp/")
+            ),
+            "src/model.rs"
+        );
+    }
+
+    #[test]
+    fn a_package_is_the_root_of_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("app");
+        std::fs::create_dir_all(app.join("src/bin")).unwrap();
+        std::fs::write(app.join("Cargo.toml"), "[package]\nname = \"app\"\n").unwrap();
+        let file = app.join("src/bin/leak.rs").display().to_string();
+        let root = project_root(&file).unwrap();
+        assert_eq!(shorten_path(&file, Some(&root), None), "src/bin/leak.rs");
+    }
+
+    #[test]
+    fn a_workspace_member_is_shown_from_the_workspace_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let member = ws.join("crates/model");
+        std::fs::create_dir_all(member.join("src")).unwrap();
+        std::fs::write(
+            ws.join("Cargo.toml"),
+            "[workspace]\nmembers = [\"crates/*\"]\n",
+        )
+        .unwrap();
+        std::fs::write(member.join("Cargo.toml"), "[package]\nname = \"model\"\n").unwrap();
+        let file = member.join("src/lib.rs").display().to_string();
+        let root = project_root(&file).unwrap();
+        assert_eq!(
+            shorten_path(&file, Some(&root), None),
+            "crates/model/src/lib.rs"
+        );
+    }
+
+    #[test]
+    fn a_file_outside_any_package_has_no_project_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("loose.rs").display().to_string();
+        assert_eq!(project_root(&file), None);
+        assert_eq!(project_root("src/relative.rs"), None);
     }
 
     #[test]
@@ -548,6 +650,7 @@ mod tests {
         assert_eq!(
             shorten_path(
                 "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde_json-1.0.154/src/de.rs",
+                Some("/home/u/app/"),
                 Some("/home/u/app/")
             ),
             "serde_json-1.0.154/src/de.rs"
@@ -557,11 +660,11 @@ mod tests {
     #[test]
     fn std_paths_start_at_the_library_crate() {
         assert_eq!(
-            shorten_path(&format!("{STD}/alloc/src/vec/mod.rs"), None),
+            shorten_path(&format!("{STD}/alloc/src/vec/mod.rs"), None, None),
             "alloc/src/vec/mod.rs"
         );
         assert_eq!(
-            shorten_path("/rust/deps/hashbrown-0.16.1/src/map.rs", None),
+            shorten_path("/rust/deps/hashbrown-0.16.1/src/map.rs", None, None),
             "hashbrown-0.16.1/src/map.rs"
         );
     }
@@ -569,7 +672,7 @@ mod tests {
     #[test]
     fn other_paths_are_left_alone() {
         assert_eq!(
-            shorten_path("/opt/x/src/a.rs", Some("/home/u/app/")),
+            shorten_path("/opt/x/src/a.rs", None, Some("/home/u/app/")),
             "/opt/x/src/a.rs"
         );
     }
@@ -616,7 +719,7 @@ mod tests {
             raw("std::rt::init", Some(&format!("{STD}/std/src/rt.rs")), 1),
             raw("_start", None, 0),
         ];
-        let site = build_site(frames, None);
+        let site = build(frames, None);
         assert_eq!(site.to_string(), "std::rt::init (std/src/rt.rs:1)");
     }
 
