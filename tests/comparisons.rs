@@ -54,3 +54,20 @@ fn reports_the_program_keeps_are_counted_as_the_programs() {
     });
     assert_eq!(m.live_bytes(), file.capacity() as i64);
 }
+
+// Reading a report file is heapdelta's own work, the file's buffer included: none of it is
+// counted as the program's.
+#[test]
+fn reading_a_report_file_counts_nothing_as_the_programs() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("snapshot.json");
+    heapdelta::snapshot()
+        .write_json(&path)
+        .expect("written to a temporary file");
+    let (read, m) = heapdelta::measure(|| heapdelta::Snapshot::read_json(&path));
+    assert!(read.is_ok());
+    assert_eq!(m.allocated_bytes(), 0, "{m}");
+    let (read, m) = heapdelta::measure(|| heapdelta::Timeline::read_json(&path));
+    assert!(read.is_err(), "a snapshot file is not a timeline");
+    assert_eq!(m.allocated_bytes(), 0, "{m}");
+}

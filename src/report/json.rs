@@ -264,8 +264,11 @@ impl Snapshot {
     /// assert!(matches!(err, heapdelta::Error::Io(_)));
     /// ```
     pub fn read_json(path: impl AsRef<Path>) -> Result<Snapshot, Error> {
-        let file = std::fs::File::open(path.as_ref())?;
-        Snapshot::read_json_from(io::BufReader::new(file))
+        // The file's buffer is heapdelta's too: not the program's memory.
+        crate::thread::untracked(|| {
+            let file = std::fs::File::open(path.as_ref())?;
+            Snapshot::read_json_from(io::BufReader::new(file))
+        })
     }
 
     /// Reads a snapshot from heapdelta JSON in `r` (see [`read_json`](Snapshot::read_json)).
@@ -334,8 +337,11 @@ impl Timeline {
     /// assert!(err.to_string().contains("No such file"));
     /// ```
     pub fn read_json(path: impl AsRef<Path>) -> Result<Timeline, Error> {
-        let file = std::fs::File::open(path.as_ref())?;
-        Timeline::read_json_from(io::BufReader::new(file))
+        // The file's buffer is heapdelta's too: not the program's memory.
+        crate::thread::untracked(|| {
+            let file = std::fs::File::open(path.as_ref())?;
+            Timeline::read_json_from(io::BufReader::new(file))
+        })
     }
 
     /// Reads a timeline from heapdelta JSON in `r` (see [`read_json`](Timeline::read_json)).
