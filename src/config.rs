@@ -254,9 +254,10 @@ pub(crate) fn apply_once() {
             }
         }
         if let Some(every) = config.every {
-            let spawned = std::thread::Builder::new()
-                .name("heapdelta-every".into())
-                .spawn(move || checkpoint_every(every));
+            // Unnamed: std copies a thread's name on the new thread before running it, outside
+            // heapdelta's guard, which would count as the program's block and, under a pool, give
+            // this thread a pool heap and an arena of its own.
+            let spawned = std::thread::Builder::new().spawn(move || checkpoint_every(every));
             if spawned.is_err() {
                 say("HEAPDELTA: could not start the checkpoint thread for every=");
             }
@@ -297,13 +298,17 @@ fn unwritable(path: &Path) -> Option<String> {
     denied.then(|| format!("{what}: {}", io::Error::last_os_error()))
 }
 
-/// Takes a checkpoint every `interval`, labelled with the seconds since the first.
+/// Takes a checkpoint every `interval`, labelled with the seconds since the first. Everything the
+/// thread does is heapdelta's own work: none of its allocations is the program's, and under a
+/// [`Pool`](crate::Pool) none of them takes a pool heap (and an arena) for this thread.
 fn checkpoint_every(interval: Duration) {
-    let start = std::time::Instant::now();
-    loop {
-        std::thread::sleep(interval);
-        crate::checkpoint(format!("{:.1}s", start.elapsed().as_secs_f64()));
-    }
+    crate::thread::untracked(|| {
+        let start = std::time::Instant::now();
+        loop {
+            std::thread::sleep(interval);
+            crate::checkpoint(format!("{:.1}s", start.elapsed().as_secs_f64()));
+        }
+    })
 }
 
 extern "C" fn write_report_at_exit() {

@@ -5,7 +5,7 @@ use super::config::{Geometry, MAX_CLASSES};
 use super::local::{SpinLock, FORK_PENDING};
 use super::stable::Core;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// What a `Pool` holds, with the meaning of CPython's `sys._debugmallocstats()`.
 ///
@@ -241,10 +241,13 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// pointers inside the blocks it gets from the pool).
 ///
 /// Rule: every `Pool` registers itself on its first allocation (the address of its internal,
-/// never-moving state) and unregisters when dropped. `pool_stats` allocates one small probe block through
-/// the global allocator and returns the statistics of the registered pool whose arenas hold it.
-/// Pools used as plain values (replays, tests) never own the probe, so they are never mistaken
-/// for the global one. The probe is freed before the counters are read.
+/// never-moving state) and unregisters when dropped. The first `pool_stats` allocates one small
+/// probe block through the global allocator and returns the statistics of the registered pool
+/// whose arenas hold it; later calls read that pool again without a probe (the global allocator
+/// never changes, and a probe made late, once the thread's own pool heap is gone at exit, could
+/// make the pool take a new arena just to hold it). Pools used as plain values (replays, tests)
+/// never own the probe, so they are never mistaken for the global one. The probe is freed before
+/// the counters are read.
 ///
 /// Unlike [`Pool::stats`](crate::Pool::stats), this reads the counters without applying pending
 /// cross-thread frees (blocks freed by one thread into another thread's heap count as in use
@@ -256,6 +259,40 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// assert_eq!(heapdelta::pool_stats(), None);
 /// ```
 pub fn pool_stats() -> Option<PoolStats> {
+    let known = Entry {
+        core: GLOBAL_CORE.load(Ordering::Acquire),
+        uid: GLOBAL_UID.load(Ordering::Acquire),
+    };
+    if known.core != 0 {
+        if let Some(raw) = counters_of(known) {
+            return Some(raw.into_stats());
+        }
+    }
+    let found = find_global()?;
+    GLOBAL_UID.store(found.uid, Ordering::Release);
+    GLOBAL_CORE.store(found.core, Ordering::Release);
+    counters_of(found).map(|raw| raw.into_stats())
+}
+
+/// The global pool found by `pool_stats`' probe (0: not found yet). Two words written one after
+/// the other: a reader that sees them torn finds no registered pool with both, and probes.
+static GLOBAL_CORE: AtomicUsize = AtomicUsize::new(0);
+static GLOBAL_UID: AtomicU64 = AtomicU64::new(0);
+
+/// The counters of the pool `e`, if it is still registered.
+fn counters_of(e: Entry) -> Option<RawStats> {
+    with_registry(|es| {
+        es.iter()
+            .flatten()
+            .any(|r| r.core == e.core && r.uid == e.uid)
+            // SAFETY: registered cores are alive while registered (a pool unregisters in `Drop`,
+            // which waits for the lock we hold, before freeing its core).
+            .then(|| unsafe { &*(e.core as *const Core) }.counters())
+    })
+}
+
+/// The registered pool whose arenas hold a probe allocated through the global allocator.
+fn find_global() -> Option<Entry> {
     let probe = crate::thread::probe_inner(|| Box::new(0u64));
     let addr = &*probe as *const u64 as usize;
     let found = with_registry(|es| {
@@ -265,14 +302,7 @@ pub fn pool_stats() -> Option<PoolStats> {
             let core = unsafe { &*(e.core as *const Core) };
             core.map.contains(&core.geo, addr)
         })
-    })?;
+    });
     drop(probe);
-    let raw = with_registry(|es| {
-        es.iter()
-            .flatten()
-            .any(|e| e.core == found.core && e.uid == found.uid)
-            // SAFETY: as above: still registered, so still alive.
-            .then(|| unsafe { &*(found.core as *const Core) }.counters())
-    })?;
-    Some(raw.into_stats())
+    found
 }
