@@ -65,6 +65,21 @@ fn a_read_snapshot_keeps_label_totals_and_sites_with_frames() {
 }
 
 #[test]
+fn a_step_that_shrank_lists_the_sites_that_fell_most() {
+    let tl = demo_timeline();
+    let cps = tl.checkpoints();
+    // From "step 4" back to "step 1": everything the steps added falls away.
+    let shrank = cps[0].since(&cps[3]);
+    assert!(shrank.live_bytes() < 0);
+    let text = shrank.to_string();
+    let fell = format!("-{} blk  service::cache::Cache::insert", 3 * 8);
+    assert!(
+        text.lines().any(|l| l.contains(&fell)),
+        "no line for the site that fell most:\n{text}"
+    );
+}
+
+#[test]
 fn a_delta_between_read_checkpoints_has_sites_classes_tags_and_types() {
     let d = demo_timeline().between("step 1", "step 4").unwrap();
     assert_eq!(d.live_bytes(), 3 * (8 * 4096 + 20 * 32));

@@ -25,7 +25,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::diff::Delta;
 use crate::report::json::{read_contents, Contents};
 use crate::report::text::By;
-use crate::report::text::{bytes, comparison_note, estimates_note, thousands, OneLine};
+use crate::report::text::{bytes, comparison_note, count, estimates_note, thousands, OneLine};
 use crate::report::{snapshot_sites, sort_figures, SiteFigures};
 use crate::snapshot::Snapshot;
 
@@ -258,13 +258,13 @@ fn show(path: &Path, top: usize) -> Outcome {
 fn describe(s: &Snapshot, top: usize) -> String {
     let t = s.totals();
     let mut out = format!(
-        "| {} | live {} | blocks {} | peak {} | allocated {} in {} blocks |",
+        "| {} | live {} | blocks {} | peak {} | allocated {} in {} |",
         OneLine(s.label().unwrap_or("snapshot")),
         bytes(t.live_bytes),
         thousands(t.live_blocks),
         bytes(t.peak_bytes),
         bytes(t.total_bytes),
-        thousands(t.total_blocks)
+        count(t.total_blocks, "block")
     );
     if let Some(p) = s.pool() {
         let _ = write!(out, " reserved {} |", bytes(p.bytes_reserved));

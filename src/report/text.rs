@@ -29,6 +29,14 @@ impl Display for OneLine<'_> {
 }
 
 /// `1,234,567`.
+/// `n` things, with the word in the singular for one: `1 block`, `1,024 blocks`.
+pub(crate) fn count(n: u64, word: &str) -> String {
+    match n {
+        1 => format!("1 {word}"),
+        n => format!("{} {word}s", thousands(n)),
+    }
+}
+
 pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
@@ -106,11 +114,11 @@ impl Delta {
                 }
                 None => {
                     s += &format!(
-                        " added {} | blocks {} | allocated {} in {} blocks |",
+                        " added {} | blocks {} | allocated {} in {} |",
                         signed_bytes(self.live_bytes()),
                         signed(self.live_blocks()),
                         bytes(self.allocated_bytes()),
-                        thousands(self.allocated_blocks())
+                        count(self.allocated_blocks(), "block")
                     );
                 }
             }
@@ -247,22 +255,27 @@ impl Display for Delta {
             }
             if let Some(s) = self.survivors() {
                 lines.push(format!(
-                    "   born this step and still live: {} blocks, {}; older blocks freed: {}, {}",
-                    thousands(s.blocks),
+                    "   born this step and still live: {}, {}; older blocks freed: {}, {}",
+                    count(s.blocks, "block"),
                     bytes(s.bytes),
                     thousands(s.freed_older_blocks),
                     bytes(s.freed_older_bytes)
                 ));
             }
-            let sites: Vec<_> = sites_by_leaf(self)
-                .into_iter()
+            // The sites that grew most; in a step that shrank, also those that fell most.
+            let by_leaf = sites_by_leaf(self);
+            let mut sites: Vec<_> = by_leaf
+                .iter()
                 .filter(|s| s.live_bytes > 0)
                 .take(TOP)
                 .collect();
+            if self.live_bytes() < 0 {
+                sites.extend(by_leaf.iter().rev().filter(|s| s.live_bytes < 0).take(TOP));
+            }
             if let (Some(note), false) = (estimates_note(self.sampled_mean), sites.is_empty()) {
                 lines.push(format!("   {note}"));
             }
-            for s in &sites {
+            for s in sites {
                 // A comparison knows no allocations: its average is that of the blocks gained.
                 let avg = match (s.allocs, s.live_blocks) {
                     (0, blocks) if blocks > 0 => s.live_bytes.max(0) as u64 / blocks as u64,
@@ -289,7 +302,7 @@ impl Display for Delta {
             let types: Vec<String> = self
                 .types()
                 .iter()
-                .filter(|t| t.live_blocks != 0 && t.type_name != "(unknown)")
+                .filter(|t| t.live_blocks != 0)
                 .take(TOP)
                 .map(|t| format!("{} {} blk", OneLine(&t.type_name), signed(t.live_blocks)))
                 .collect();
@@ -394,9 +407,9 @@ pub(crate) fn pool_view(p: &PoolStats) -> String {
         .map(free_of)
         .fold(0u64, u64::saturating_add);
     let mut out = format!(
-        "   pool: reserved {} in {} arenas | blocks in use {} | free in used pools {} | empty or untouched pools {}",
+        "   pool: reserved {} in {} | blocks in use {} | free in used pools {} | empty or untouched pools {}",
         bytes(p.bytes_reserved),
-        thousands(p.arenas_current),
+        count(p.arenas_current, "arena"),
         bytes(p.bytes_in_use),
         bytes(free_in_pools),
         thousands(p.unused_pools),
@@ -405,11 +418,11 @@ pub(crate) fn pool_view(p: &PoolStats) -> String {
     classes.sort_by_key(|c| std::cmp::Reverse(free_of(c)));
     for c in classes.iter().take(TOP) {
         out += &format!(
-            "\n      class {:>3} B: {:>9} blocks in use, {:>9} free in {} pools ({})",
+            "\n      class {:>3} B: {:>9} blocks in use, {:>9} free in {} ({})",
             c.size,
             thousands(c.blocks_in_use),
             thousands(c.blocks_available),
-            thousands(c.pools),
+            count(c.pools, "pool"),
             bytes(free_of(c)),
         );
     }
@@ -475,6 +488,13 @@ mod tests {
             "step\\n2\\u{1b}[31m"
         );
         assert_eq!(OneLine("plain étape").to_string(), "plain étape");
+    }
+
+    #[test]
+    fn one_thing_is_named_in_the_singular() {
+        assert_eq!(count(1, "block"), "1 block");
+        assert_eq!(count(0, "block"), "0 blocks");
+        assert_eq!(count(1024, "arena"), "1,024 arenas");
     }
 
     #[test]
