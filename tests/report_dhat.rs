@@ -112,6 +112,15 @@ fn the_header_says_rust_heap_with_block_lifetimes() {
 }
 
 #[test]
+fn the_command_line_says_which_figures_are_not_recorded() {
+    let d = dhat_of_snapshot(&demo_snapshot());
+    let cmd = d["cmd"].as_str().unwrap();
+    assert!(cmd.contains("live at the snapshot"), "{cmd}");
+    assert!(cmd.contains("lifetimes"), "{cmd}");
+    assert!(cmd.contains("not recorded"), "{cmd}");
+}
+
+#[test]
 fn frames_are_listed_innermost_first() {
     let d = dhat_of_snapshot(&demo_snapshot());
     let cache = d["pps"]

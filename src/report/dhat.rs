@@ -3,7 +3,9 @@
 //! table whose entry 0 is `[root]`.
 //!
 //! heapdelta keeps no per-site maxima nor block lifetimes, so a site's "max" and "at t-gmax"
-//! figures are its figures at the end (t-gmax is set to the end), and lifetimes are 0.
+//! figures are its figures at the end (t-gmax is set to the end), and lifetimes are 0; the
+//! command line the viewer shows says so (and, for sampled call sites, that the figures are
+//! estimates).
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -123,6 +125,20 @@ fn build(sites: &[SiteFigures], cmd: String, seconds: f64) -> DhatFile {
     }
 }
 
+/// The viewer shows `cmd` at the top of the page: it says there what the figures are, since the
+/// viewer shows fields heapdelta does not record (lifetimes, maxima, t-gmax) as if measured.
+fn with_notes(cmd: String, at_end: &str, sampled_mean: Option<u64>) -> String {
+    let mut cmd = format!(
+        "{cmd} (\"At t-end\": {at_end}; lifetimes, \"Max\" and t-gmax are not recorded: \
+         they repeat the t-end figures"
+    );
+    if let Some(note) = crate::report::text::estimates_note(sampled_mean) {
+        cmd += &format!("; {note}");
+    }
+    cmd.push(')');
+    cmd
+}
+
 fn write_dhat(file: &DhatFile, w: impl Write) -> io::Result<()> {
     serde_json::to_writer(w, file).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
@@ -155,6 +171,7 @@ impl Snapshot {
                 Some(label) => format!("heapdelta snapshot {label:?}"),
                 None => "heapdelta snapshot".to_string(),
             };
+            let cmd = with_notes(cmd, "live at the snapshot", self.sampled_mean);
             write_dhat(&build(&snapshot_sites(self), cmd, self.seconds), w)
         })
     }
@@ -187,6 +204,7 @@ impl Delta {
     pub fn write_dhat_to(&self, w: impl Write) -> io::Result<()> {
         crate::report::write_for_program(w, |w| {
             let cmd = format!("heapdelta growth {}", self.window_name());
+            let cmd = with_notes(cmd, "growth of live bytes", self.sampled_mean);
             write_dhat(&build(&delta_sites(self), cmd, self.seconds), w)
         })
     }
