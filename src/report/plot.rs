@@ -8,12 +8,33 @@ use plotters::prelude::*;
 
 use crate::callsite::Site;
 use crate::diff::{live_by_site, Timeline};
-use crate::report::text::{bytes, OneLine};
+use crate::report::text::{estimates_note, OneLine};
+
+/// Height of the chart, above the legend.
+const CHART_HEIGHT: u32 = 560;
+
+/// The binary unit to count `top` bytes in (bytes, KiB, MiB …): the largest not above it.
+fn binary_unit(top: u64) -> (f64, &'static str) {
+    const NAMES: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 1u64;
+    let mut at = 0;
+    while at + 1 < NAMES.len() && top / unit >= 1024 {
+        unit *= 1024;
+        at += 1;
+    }
+    (unit as f64, NAMES[at])
+}
+
+/// A tick value as a short number: up to two decimals, trailing zeros dropped (`1.5`, `0.25`, `3`).
+fn round_number(v: f64) -> String {
+    let text = format!("{v:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
 
 /// Sites drawn as their own lines.
 const TOP_SITES: usize = 5;
-/// Longest site name in the legend.
-const NAME_CHARS: usize = 60;
+/// Longest site name in the legend (a line of its own under the chart).
+const NAME_CHARS: usize = 90;
 
 const SITE_COLOURS: [RGBColor; TOP_SITES] = [
     RGBColor(230, 120, 0),
@@ -172,17 +193,27 @@ impl Timeline {
             .flat_map(|s| s.points.iter().copied())
             .max()
             .unwrap_or(0)
-            .max(1) as f64;
+            .max(1);
+        // The y axis counts in one binary unit, so that its round ticks are round in that unit.
+        let (unit, unit_name) = binary_unit(top);
         let last_x = (cps.len() - 1).max(1) as f64;
+        let mut notes = Vec::new();
+        if let Some(note) = estimates_note(cps.last().and_then(|c| c.sampled_mean)) {
+            notes.push(note);
+        }
 
-        let root = SVGBackend::with_string(svg, (1000, 600)).into_drawing_area();
+        // The legend goes under the chart, one line per series, where it hides no data.
+        let legend_lines = (series.len() + notes.len()) as u32;
+        let root = SVGBackend::with_string(svg, (1000, CHART_HEIGHT + 16 + 20 * legend_lines))
+            .into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (chart_area, legend_area) = root.split_vertically(CHART_HEIGHT);
+        let mut chart = ChartBuilder::on(&chart_area)
             .caption("Heap per checkpoint", ("sans-serif", 22))
             .margin(16)
             .x_label_area_size(40)
             .y_label_area_size(80)
-            .build_cartesian_2d(0f64..last_x, 0f64..top * 1.08)
+            .build_cartesian_2d(0f64..last_x, 0f64..top as f64 / unit * 1.08)
             .map_err(plot_error)?;
         let x_label = |x: &f64| {
             let i = x.round();
@@ -191,7 +222,7 @@ impl Timeline {
             }
             labels.get(i as usize).cloned().unwrap_or_default()
         };
-        let y_label = |y: &f64| bytes(*y as u64);
+        let y_label = |y: &f64| format!("{} {unit_name}", round_number(*y));
         chart
             .configure_mesh()
             .x_labels(cps.len().clamp(2, 12))
@@ -206,16 +237,12 @@ impl Timeline {
                 .points
                 .iter()
                 .enumerate()
-                .map(|(i, &v)| (i as f64, v as f64))
+                .map(|(i, &v)| (i as f64, v as f64 / unit))
                 .collect();
             let colour = s.colour;
             chart
                 .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
-                .map_err(plot_error)?
-                .label(s.name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
+                .map_err(plot_error)?;
             chart
                 .draw_series(
                     points
@@ -224,13 +251,25 @@ impl Timeline {
                 )
                 .map_err(plot_error)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_error)?;
+        let font = ("sans-serif", 14).into_font();
+        for (i, s) in series.iter().enumerate() {
+            let y = 8 + 20 * i as i32;
+            legend_area
+                .draw(&PathElement::new(
+                    vec![(96, y + 8), (126, y + 8)],
+                    s.colour.stroke_width(2),
+                ))
+                .map_err(plot_error)?;
+            legend_area
+                .draw(&Text::new(s.name.as_str(), (136, y), font.clone()))
+                .map_err(plot_error)?;
+        }
+        for (i, note) in notes.iter().enumerate() {
+            let y = 8 + 20 * (series.len() + i) as i32;
+            legend_area
+                .draw(&Text::new(note.as_str(), (96, y), font.clone()))
+                .map_err(plot_error)?;
+        }
         root.present().map_err(plot_error)
     }
 }
@@ -262,6 +301,21 @@ mod tests {
             name.ends_with("_everything (write_reports.rs:27) [HashMap<u64, Vec<u8>>]"),
             "{name}"
         );
+    }
+
+    #[test]
+    fn the_y_axis_counts_in_the_largest_binary_unit_below_the_top() {
+        assert_eq!(binary_unit(1000), (1.0, "B"));
+        assert_eq!(binary_unit(1024), (1024.0, "KiB"));
+        assert_eq!(binary_unit(10 << 20), (1048576.0, "MiB"));
+    }
+
+    #[test]
+    fn tick_values_are_short_numbers() {
+        assert_eq!(round_number(1.5), "1.5");
+        assert_eq!(round_number(0.25), "0.25");
+        assert_eq!(round_number(3.0), "3");
+        assert_eq!(round_number(0.0), "0");
     }
 
     #[test]
