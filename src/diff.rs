@@ -372,7 +372,8 @@ impl Delta {
             pool: b.pool.clone(),
             seconds: (b.seconds - a.seconds).max(0.0),
             unix_nanos: b.unix_nanos,
-            sampled_mean: b.sampled_mean,
+            // Either side's site figures being estimates makes their difference one.
+            sampled_mean: b.sampled_mean.or(a.sampled_mean),
             comparison: !is_window,
         }
     }

@@ -347,6 +347,17 @@ fn show_and_diff_say_when_site_figures_are_sampled_estimates() {
         show.stdout
     );
     let exact_dir = demo("sampled_note_exact");
+    let svg = dir.join("live.svg");
+    let drawn = heapdelta(["flamegraph", arg(&new), "-o", arg(&svg)]);
+    assert_eq!(drawn.code, 0, "{}", drawn.stderr);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains("(estimated: call sites sampled"),
+        "no mark in the title"
+    );
+    // One side sampled is enough for the difference to be an estimate.
+    let mixed = heapdelta(["diff", arg(&old), arg(&exact_dir.join("step4.json"))]);
+    assert!(mixed.stdout.contains(NOTE), "{}", mixed.stdout);
     for file in ["step4.json", "timeline.json"] {
         let exact = heapdelta(["show", arg(&exact_dir.join(file))]);
         assert!(!exact.stdout.contains("estimates"), "{}", exact.stdout);

@@ -79,6 +79,7 @@ impl Snapshot {
             Some(label) => format!("Live heap bytes at {label:?}"),
             None => "Live heap bytes".to_string(),
         };
+        let title = estimated(title, self.sampled_mean);
         flamegraph(&self.folded(), &title, path.as_ref())
     }
 }
@@ -113,8 +114,23 @@ impl Delta {
     /// ```
     #[cfg(feature = "flamegraph")]
     pub fn write_flamegraph(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        let title = format!("Heap growth {}", self.window_name());
+        let title = estimated(
+            format!("Heap growth {}", self.window_name()),
+            self.sampled_mean,
+        );
         flamegraph(&self.folded(), &title, path.as_ref())
+    }
+}
+
+/// A flamegraph's title, marked as estimated when call sites were sampled.
+#[cfg(feature = "flamegraph")]
+fn estimated(title: String, sampled_mean: Option<u64>) -> String {
+    match sampled_mean {
+        Some(mean) => format!(
+            "{title} (estimated: call sites sampled about once per {})",
+            crate::report::text::bytes(mean)
+        ),
+        None => title,
     }
 }
 
