@@ -612,3 +612,11 @@ fn a_reader_that_stops_early_ends_the_output_quietly() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
+
+#[test]
+fn an_output_of_dash_is_refused_rather_than_written_as_a_file_named_dash() {
+    let dir = demo("output_dash");
+    let run = heapdelta(["plot", arg(&dir.join("timeline.json")), "-o", "-"]);
+    assert_one_line_failure(&run, 2, "standard output is not supported");
+    assert!(!Path::new("-").exists());
+}

@@ -69,7 +69,7 @@ enum Command {
         /// A snapshot or timeline JSON file.
         file: PathBuf,
         /// The SVG to write (the folded stacks, with --folded).
-        #[arg(short, long)]
+        #[arg(short, long, value_parser = output_file)]
         output: PathBuf,
         #[command(flatten)]
         window: Window,
@@ -82,7 +82,7 @@ enum Command {
         /// A timeline JSON file.
         file: PathBuf,
         /// The SVG to write.
-        #[arg(short, long)]
+        #[arg(short, long, value_parser = output_file)]
         output: PathBuf,
     },
     /// Convert a snapshot (or the growth between two checkpoints) to pprof or DHAT's format.
@@ -93,7 +93,7 @@ enum Command {
         /// A snapshot or timeline JSON file.
         file: PathBuf,
         /// The file to write.
-        #[arg(short, long)]
+        #[arg(short, long, value_parser = output_file)]
         output: PathBuf,
         #[command(flatten)]
         window: Window,
@@ -185,6 +185,19 @@ where
             say_error(&msg);
             ExitCode::FAILURE
         }
+    }
+}
+
+/// An `--output` file name: any but `-`, which by convention would mean standard output, where
+/// these binary and SVG files are not written.
+fn output_file(name: &str) -> Result<PathBuf, String> {
+    match name {
+        "-" => Err(
+            "writing to standard output is not supported: give a file name (./- for a \
+                    file named -)"
+                .to_string(),
+        ),
+        name => Ok(PathBuf::from(name)),
     }
 }
 
