@@ -896,10 +896,14 @@ impl Timeline {
                     })
                 })
                 .collect();
+            // Ties in the order sites are listed everywhere else, so that every run, and every
+            // call, lists them alike.
             out.sort_by(|x, y| {
                 y.steps_grown
                     .cmp(&x.steps_grown)
                     .then(y.live_bytes.cmp(&x.live_bytes))
+                    .then_with(|| x.site.to_string().cmp(&y.site.to_string()))
+                    .then_with(|| x.site.type_name().cmp(y.site.type_name()))
             });
             out
         })
