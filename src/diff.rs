@@ -225,6 +225,8 @@ pub struct Delta {
     /// Whether this compares what was live in two snapshots that do not make a window (see
     /// `is_window`): the allocations and frees between them are not known.
     pub(crate) comparison: bool,
+    /// Whether the window covers more than one step (its text names where it starts).
+    pub(crate) several_steps: bool,
 }
 
 /// Whether `b` closes a window that `a` opens: both of one run, `b` taken after `a` (a later or
@@ -375,6 +377,7 @@ impl Delta {
             // Either side's site figures being estimates makes their difference one.
             sampled_mean: b.sampled_mean.or(a.sampled_mean),
             comparison: !is_window,
+            several_steps: is_window && b.epoch.saturating_sub(a.epoch) > 1,
         }
     }
 

@@ -123,7 +123,12 @@ fn diff_by_site_lists_the_largest_growth_first() {
     let dir = demo("diff_site");
     let out = diff_ok(&dir, "step1.json", "step4.json");
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("| step 4 |"), "{}", lines[0]);
+    // Three steps: the line names where the window starts.
+    assert!(
+        lines[0].starts_with("| step 1 \u{2192} step 4 |"),
+        "{}",
+        lines[0]
+    );
     assert!(lines[1].ends_with("site"), "{}", lines[1]);
     assert!(
         lines[2].contains("+96.0 KiB") && lines[2].contains("Cache::insert"),

@@ -97,7 +97,13 @@ impl Delta {
             } else {
                 "measure"
             });
-            let mut s = format!("| {} |", OneLine(label));
+            // A window of more than one step names where it starts, too.
+            let mut s = match (&self.from_label, self.several_steps) {
+                (Some(from), true) => {
+                    format!("| {} \u{2192} {} |", OneLine(from), OneLine(label))
+                }
+                _ => format!("| {} |", OneLine(label)),
+            };
             match self.after {
                 Some(t) => {
                     s += &format!(
