@@ -282,10 +282,19 @@ impl Display for Delta {
                 lines.push(format!("   {note}"));
             }
             for s in sites {
-                // A comparison knows no allocations: its average is that of the blocks gained.
+                // The average allocation in the window; a comparison knows no allocations, so
+                // its average is that of the blocks gained.
                 let avg = match (s.allocs, s.live_blocks) {
-                    (0, blocks) if blocks > 0 => s.live_bytes.max(0) as u64 / blocks as u64,
-                    (allocs, _) => s.allocated_bytes.checked_div(allocs).unwrap_or(0),
+                    (0, blocks) if blocks > 0 => {
+                        format!(
+                            "{} per blk",
+                            bytes(s.live_bytes.max(0) as u64 / blocks as u64)
+                        )
+                    }
+                    (allocs, _) => format!(
+                        "{} per alloc",
+                        bytes(s.allocated_bytes.checked_div(allocs).unwrap_or(0))
+                    ),
                 };
                 let kept = match s.survivors {
                     Some(k) => format!(
@@ -296,12 +305,11 @@ impl Display for Delta {
                     None => String::new(),
                 };
                 lines.push(format!(
-                    "   {:>11} {:>9} blk  {}  [{}, ~{}/blk{}]",
+                    "   {:>11} {:>9} blk  {}  [{}, ~{avg}{}]",
                     signed_bytes(s.live_bytes),
                     signed(s.live_blocks),
                     s.site,
                     OneLine(s.site.type_name()),
-                    bytes(avg),
                     kept
                 ));
             }
