@@ -3,33 +3,15 @@
 //!
 //! The tracker here is not the global allocator, so the only events it counts are this test's.
 
-use std::alloc::{GlobalAlloc, Layout};
 use std::sync::mpsc;
 
 use heapdelta::{CallSites, Tracker};
 
+#[path = "direct/blocks.rs"]
+mod direct;
+use direct::{blocks, free, peak};
+
 static T: Tracker = Tracker::new().call_sites(CallSites::Off);
-
-/// `n` blocks of `size` bytes from `T`.
-fn blocks(n: usize, size: usize) -> Vec<(usize, Layout)> {
-    let layout = Layout::from_size_align(size, 8).unwrap();
-    // SAFETY: the size is not zero.
-    (0..n)
-        .map(|_| (unsafe { T.alloc(layout) } as usize, layout))
-        .collect()
-}
-
-fn free(blocks: Vec<(usize, Layout)>) {
-    for (p, layout) in blocks {
-        // SAFETY: each block came from `T.alloc` with `layout`.
-        unsafe { T.dealloc(p as *mut u8, layout) };
-    }
-}
-
-fn peak() -> (u64, u64) {
-    let t = heapdelta::snapshot().totals();
-    (t.peak_bytes, t.peak_blocks)
-}
 
 #[test]
 fn a_high_published_after_other_threads_folded_is_not_raised_by_their_folds() {
@@ -37,14 +19,14 @@ fn a_high_published_after_other_threads_folded_is_not_raised_by_their_folds() {
     let (release, wait_release) = mpsc::channel::<()>();
     let worker = std::thread::spawn(move || {
         // 60,000 B of new highs, below the 64-KiB slack: kept by the thread, not yet raised.
-        free(blocks(60, 1000));
+        free(&T, blocks(&T, 60, 1000));
         reached.send(()).unwrap();
         // The thread publishes its high when it exits, after the main thread's fold.
         let _ = wait_release.recv();
     });
     wait_reached.recv().unwrap();
     // 257 KiB: folded into the global figure at 256 KiB.
-    let kept = blocks(257, 1024);
+    let kept = blocks(&T, 257, 1024);
     assert_eq!(peak(), (257 * 1024, 257));
     release.send(()).unwrap();
     worker.join().unwrap();
@@ -53,5 +35,5 @@ fn a_high_published_after_other_threads_folded_is_not_raised_by_their_folds() {
         (257 * 1024, 257),
         "after the worker published its high"
     );
-    free(kept);
+    free(&T, kept);
 }

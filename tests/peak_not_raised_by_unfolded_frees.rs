@@ -3,41 +3,23 @@
 //!
 //! The tracker here is not the global allocator, so the only events it counts are this test's.
 
-use std::alloc::{GlobalAlloc, Layout};
 use std::sync::{mpsc, Barrier};
 
 use heapdelta::{CallSites, Tracker};
+
+#[path = "direct/blocks.rs"]
+mod direct;
+use direct::{blocks, free, peak};
 
 static T: Tracker = Tracker::new().call_sites(CallSites::Off);
 
 const KIB: usize = 1024;
 
-/// `n` blocks of 1 KiB from `T`.
-fn blocks(n: usize) -> Vec<(usize, Layout)> {
-    let layout = Layout::from_size_align(KIB, 8).unwrap();
-    // SAFETY: the size is not zero.
-    (0..n)
-        .map(|_| (unsafe { T.alloc(layout) } as usize, layout))
-        .collect()
-}
-
-fn free(blocks: Vec<(usize, Layout)>) {
-    for (p, layout) in blocks {
-        // SAFETY: each block came from `T.alloc` with `layout`.
-        unsafe { T.dealloc(p as *mut u8, layout) };
-    }
-}
-
-fn peak() -> (u64, u64) {
-    let t = heapdelta::snapshot().totals();
-    (t.peak_bytes, t.peak_blocks)
-}
-
 #[test]
 fn frees_other_threads_have_not_folded_do_not_raise_the_peak() {
     const WORKERS: usize = 4;
     // 800 KiB, then freed by four threads that stay alive, 200 KiB each.
-    let mut made = blocks(800);
+    let mut made = blocks(&T, 800, KIB);
     assert_eq!(peak(), (800 * KIB as u64, 800));
     let (freed, wait_freed) = mpsc::channel();
     let done = Barrier::new(WORKERS + 1);
@@ -46,7 +28,7 @@ fn frees_other_threads_have_not_folded_do_not_raise_the_peak() {
             let share = made.split_off(made.len() - 200);
             let (freed, done) = (freed.clone(), &done);
             s.spawn(move || {
-                free(share);
+                free(&T, share);
                 freed.send(()).unwrap();
                 done.wait();
             });
@@ -55,7 +37,7 @@ fn frees_other_threads_have_not_folded_do_not_raise_the_peak() {
             wait_freed.recv().unwrap();
         }
         // The heap is empty: 700 KiB now stays below the 800 KiB it was.
-        free(blocks(700));
+        free(&T, blocks(&T, 700, KIB));
         let after = peak();
         done.wait();
         after
