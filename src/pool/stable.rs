@@ -23,6 +23,9 @@ pub(crate) struct Core {
     /// Guards the shared fallback heap (slot 0). Here rather than in the `Pool` so that the fork
     /// handlers (`stats::install_fork_handlers`) can reach it through the registry.
     pub shared_lock: SpinLock,
+    /// The next core in the registry of live pools (`stats::register`); changed only under the
+    /// registry's lock.
+    pub registry_next: AtomicPtr<Core>,
 }
 
 impl Core {
@@ -36,6 +39,7 @@ impl Core {
             arenas_current: AtomicU64::new(0),
             arenas_highwater: AtomicU64::new(0),
             shared_lock: SpinLock::new(),
+            registry_next: AtomicPtr::new(ptr::null_mut()),
         }
     }
 

@@ -4,8 +4,8 @@
 use super::config::{Geometry, MAX_CLASSES};
 use super::local::{SpinLock, FORK_PENDING};
 use super::stable::Core;
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// What a `Pool` holds, with the meaning of CPython's `sys._debugmallocstats()`.
 ///
@@ -137,38 +137,71 @@ pub(crate) struct Entry {
     pub uid: u64,
 }
 
-const SLOTS: usize = 64;
-
+/// The live pools: a list threaded through their cores (`Core::registry_next`), so that it holds
+/// any number of pools without allocating. The head and every link change only under `lock`.
 struct Registry {
     lock: SpinLock,
-    entries: UnsafeCell<[Option<Entry>; SLOTS]>,
+    head: AtomicPtr<Core>,
 }
-
-// SAFETY: `entries` is only accessed while `lock` is held.
-unsafe impl Sync for Registry {}
 
 static REGISTRY: Registry = Registry {
     lock: SpinLock::new(),
-    entries: UnsafeCell::new([None; SLOTS]),
+    head: AtomicPtr::new(ptr::null_mut()),
 };
 
-fn with_registry<R>(f: impl FnOnce(&mut [Option<Entry>; SLOTS]) -> R) -> R {
+/// The registered cores, in the order of the list.
+struct Registered {
+    next: *mut Core,
+}
+
+impl Iterator for Registered {
+    type Item = &'static Core;
+
+    fn next(&mut self) -> Option<&'static Core> {
+        // SAFETY: a `Registered` only exists while the registry lock is held (see `registered`),
+        // so the links do not change, and a registered core stays alive until its pool
+        // unregisters it, which needs that lock.
+        let core = unsafe { self.next.as_ref() }?;
+        self.next = core.registry_next.load(Ordering::Acquire);
+        Some(core)
+    }
+}
+
+/// The registered cores, for a caller that holds the registry lock.
+///
+/// # Safety
+/// The registry lock must be held for as long as the iterator and the cores it yields are used.
+unsafe fn registered() -> Registered {
+    Registered {
+        next: REGISTRY.head.load(Ordering::Acquire),
+    }
+}
+
+/// Runs `f` over the registered cores, with the registry lock held. `f` must not allocate (all
+/// callers pass closures over plain data and the pools' no-allocation functions) and cannot keep
+/// the cores past its return.
+fn with_registry<R>(f: impl FnOnce(Registered) -> R) -> R {
     REGISTRY.lock.lock();
-    // SAFETY: the lock is held, so this is the only reference to the entries. `f` never allocates
-    // (all callers pass closures over plain data and the pools' no-allocation functions).
-    let r = f(unsafe { &mut *REGISTRY.entries.get() });
+    // SAFETY: the lock is held until `f` returns.
+    let r = f(unsafe { registered() });
     REGISTRY.lock.unlock();
     r
 }
 
-/// Records a live pool (silently ignored when the registry is full).
+/// Records a live pool, whose core lives until it is unregistered.
 pub(crate) fn register(e: Entry) {
     install_fork_handlers();
-    with_registry(|es| {
-        if let Some(slot) = es.iter_mut().find(|s| s.is_none()) {
-            *slot = Some(e);
-        }
-    });
+    let core = e.core as *mut Core;
+    REGISTRY.lock.lock();
+    // SAFETY: `core` is the pool's live core, not registered yet; the lock is held, so the list
+    // is ours to change.
+    unsafe {
+        (*core)
+            .registry_next
+            .store(REGISTRY.head.load(Ordering::Acquire), Ordering::Release);
+    }
+    REGISTRY.head.store(core, Ordering::Release);
+    REGISTRY.lock.unlock();
 }
 
 /// Registers, once per process, handlers that take the registry's lock and every registered
@@ -193,32 +226,21 @@ fn install_fork_handlers() {
     };
 }
 
-/// The fork handlers' view of the registered pools' cores, for use while the registry lock is
-/// held (from `lock_for_fork` to `unlock_after_fork`).
-fn registered_cores() -> impl Iterator<Item = &'static Core> {
-    // SAFETY: the caller holds the registry lock, so the entries do not change, and a registered
-    // core stays alive until its pool unregisters it, which needs that lock.
-    let entries = unsafe { &*REGISTRY.entries.get() };
-    // SAFETY: as above: each registered address is a live `Core`.
-    entries
-        .iter()
-        .flatten()
-        .map(|e| unsafe { &*(e.core as *const Core) })
-}
-
 /// `pthread_atfork` prepare handler: waits for the registry and every pool's shared heap to be
 /// free and takes their locks (each is held for one allocator operation at most).
 extern "C" fn lock_for_fork() {
     FORK_PENDING.store(true, Ordering::Release);
     REGISTRY.lock.lock_for_fork();
-    for core in registered_cores() {
+    // SAFETY: the registry lock is held until `unlock_after_fork`.
+    for core in unsafe { registered() } {
         core.shared_lock.lock_for_fork();
     }
 }
 
 /// `pthread_atfork` parent and child handler: releases what `lock_for_fork` took.
 extern "C" fn unlock_after_fork() {
-    for core in registered_cores() {
+    // SAFETY: `lock_for_fork` took the registry lock; it is released below.
+    for core in unsafe { registered() } {
         core.shared_lock.unlock();
     }
     REGISTRY.lock.unlock();
@@ -227,13 +249,23 @@ extern "C" fn unlock_after_fork() {
 
 /// Forgets a pool (called from its `Drop`; waits for a `pool_stats` reading it).
 pub(crate) fn unregister(core: usize, uid: u64) {
-    with_registry(|es| {
-        for s in es.iter_mut() {
-            if matches!(s, Some(e) if e.core == core && e.uid == uid) {
-                *s = None;
-            }
+    let core = core as *mut Core;
+    REGISTRY.lock.lock();
+    let mut link: &AtomicPtr<Core> = &REGISTRY.head;
+    loop {
+        let at = link.load(Ordering::Acquire);
+        // SAFETY: the lock is held, so the links do not change and every registered core is
+        // alive; `core` itself is alive until its pool has unregistered it.
+        let Some(c) = (unsafe { at.as_ref() }) else {
+            break;
+        };
+        if at == core && c.uid == uid {
+            link.store(c.registry_next.load(Ordering::Acquire), Ordering::Release);
+            break;
         }
-    });
+        link = &c.registry_next;
+    }
+    REGISTRY.lock.unlock();
 }
 
 /// The statistics of the global allocator's `Pool`, if the global allocator is a
@@ -281,13 +313,10 @@ static GLOBAL_UID: AtomicU64 = AtomicU64::new(0);
 
 /// The counters of the pool `e`, if it is still registered.
 fn counters_of(e: Entry) -> Option<RawStats> {
-    with_registry(|es| {
-        es.iter()
-            .flatten()
-            .any(|r| r.core == e.core && r.uid == e.uid)
-            // SAFETY: registered cores are alive while registered (a pool unregisters in `Drop`,
-            // which waits for the lock we hold, before freeing its core).
-            .then(|| unsafe { &*(e.core as *const Core) }.counters())
+    with_registry(|mut cores| {
+        cores
+            .find(|c| *c as *const Core as usize == e.core && c.uid == e.uid)
+            .map(Core::counters)
     })
 }
 
@@ -295,14 +324,37 @@ fn counters_of(e: Entry) -> Option<RawStats> {
 fn find_global() -> Option<Entry> {
     let probe = crate::thread::probe_inner(|| Box::new(0u64));
     let addr = &*probe as *const u64 as usize;
-    let found = with_registry(|es| {
-        es.iter().flatten().copied().find(|e| {
-            // SAFETY: registered cores are alive while registered (a pool unregisters in `Drop`,
-            // which waits for the lock we hold, before freeing its core).
-            let core = unsafe { &*(e.core as *const Core) };
-            core.map.contains(&core.geo, addr)
+    let found = with_registry(|mut cores| {
+        cores.find(|c| c.map.contains(&c.geo, addr)).map(|c| Entry {
+            core: c as *const Core as usize,
+            uid: c.uid,
         })
     });
     drop(probe);
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Pool;
+    use std::alloc::{GlobalAlloc, Layout};
+
+    /// Every live pool is registered, however many there are: the fork handlers take the locks
+    /// of registered pools only, so a pool left out could leave a forked child spinning.
+    #[test]
+    fn any_number_of_pools_is_registered() {
+        const POOLS: usize = 100;
+        let pools: Vec<Pool> = (0..POOLS).map(|_| Pool::new()).collect();
+        let layout = Layout::from_size_align(64, 8).unwrap();
+        for pool in &pools {
+            // SAFETY: a non-zero size; the block goes back to the pool it came from.
+            unsafe { pool.dealloc(pool.alloc(layout), layout) };
+        }
+        let uids: Vec<u64> = pools.iter().map(|p| p.uid()).collect();
+        // Nothing allocates under the registry lock.
+        let ours = with_registry(|cores| cores.filter(|c| uids.contains(&c.uid)).count());
+        assert_eq!(ours, POOLS);
+        drop(pools);
+    }
 }
