@@ -227,18 +227,20 @@ impl<A: GlobalAlloc> Pool<A> {
             let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
             // SAFETY: `p` is fresh memory with `Core`'s layout.
             unsafe { p.write(Core::new(uid, self.geo)) };
-            match self.core.compare_exchange(
-                ptr::null_mut(),
-                p,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => stats::register(stats::Entry {
-                    core: p as usize,
-                    uid,
-                }),
-                // SAFETY: `p` was never published; `Core` needs no drop.
-                Err(_) => unsafe { self.inner.dealloc(p as *mut u8, layout) },
+            // Registered before it is published, so that from its first use on, `fork()` takes
+            // its lock (see `stats::register`).
+            stats::register(stats::Entry {
+                core: p as usize,
+                uid,
+            });
+            let published =
+                self.core
+                    .compare_exchange(ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire);
+            if published.is_err() {
+                stats::unregister(p as usize, uid);
+                // SAFETY: `p` was never published and is no longer registered; `Core` needs no
+                // drop.
+                unsafe { self.inner.dealloc(p as *mut u8, layout) };
             }
         }
         let uid = self.core().map_or(0, |c| c.uid);
@@ -465,10 +467,11 @@ impl<A: GlobalAlloc> ArenaSource for Pool<A> {
             unsafe { self.inner.dealloc(p, layout) };
             return ptr::null_mut();
         };
-        core.arenas_total.fetch_add(1, Ordering::Relaxed);
+        // Counted in the total before it is live (see `Core::counters`).
+        core.arenas_total.fetch_add(1, Ordering::Release);
         let cur = core
             .arenas_current
-            .fetch_add(1, Ordering::Relaxed)
+            .fetch_add(1, Ordering::Release)
             .wrapping_add(1);
         core.arenas_highwater.fetch_max(cur, Ordering::Relaxed);
         p

@@ -71,9 +71,18 @@ impl Core {
                 .large_bytes
                 .wrapping_add(c.large_bytes.load(Ordering::Relaxed) as i64);
         }
-        raw.arenas_total = self.arenas_total.load(Ordering::Relaxed);
-        raw.arenas_current = self.arenas_current.load(Ordering::Relaxed);
-        raw.arenas_highwater = self.arenas_highwater.load(Ordering::Relaxed);
+        // The live count first: the others only grow, and an arena is counted in them before
+        // it is live, so read after it they are at least as high, as they are by definition
+        // (the `max` covers a thread still between its increments).
+        raw.arenas_current = self.arenas_current.load(Ordering::Acquire);
+        raw.arenas_total = self
+            .arenas_total
+            .load(Ordering::Acquire)
+            .max(raw.arenas_current);
+        raw.arenas_highwater = self
+            .arenas_highwater
+            .load(Ordering::Acquire)
+            .max(raw.arenas_current);
         raw
     }
 }
