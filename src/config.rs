@@ -179,9 +179,12 @@ pub(crate) fn effective(mode: CallSites, depth: usize) -> (CallSites, usize) {
 /// is not the one reading `HEAPDELTA` may record in, sampled modes record no call site; totals and
 /// size classes are exact as always.
 pub(crate) fn for_recording(mode: CallSites, depth: usize) -> (CallSites, usize) {
+    // The state first: once it says applied, the override it was applied with is visible (it is
+    // stored before the state), so the mode below is the one frees will use.
+    let applied = STATE.load(Ordering::Acquire) == 2;
     let (mode, depth) = effective(mode, depth);
     match mode {
-        CallSites::Sampled { .. } if STATE.load(Ordering::Acquire) != 2 => (CallSites::Off, depth),
+        CallSites::Sampled { .. } if !applied => (CallSites::Off, depth),
         _ => (mode, depth),
     }
 }

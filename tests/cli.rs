@@ -625,3 +625,20 @@ fn an_output_of_dash_is_refused_rather_than_written_as_a_file_named_dash() {
     assert_one_line_failure(&run, 2, "standard output is not supported");
     assert!(!Path::new("-").exists());
 }
+
+#[test]
+fn an_output_path_need_not_be_utf8() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = demo("output_not_utf8");
+    let out = dir.join(OsStr::from_bytes(b"plot-\xff.svg"));
+    let timeline = dir.join("timeline.json");
+    let run = heapdelta([
+        OsStr::new("plot"),
+        timeline.as_os_str(),
+        OsStr::new("-o"),
+        out.as_os_str(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(out.exists());
+}

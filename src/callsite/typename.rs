@@ -330,7 +330,8 @@ fn generic_args(function: &str) -> Vec<String> {
 }
 
 /// Whether a generic argument is a parameter's name (`T`, `K`) rather than a type: a bare name
-/// that is not a primitive type (the types of a crate are named with their path).
+/// that is not a primitive type (the types of a crate are named with their path) nor a number (a
+/// const argument).
 fn is_parameter(arg: &str) -> bool {
     const PRIMITIVES: &[&str] = &[
         "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
@@ -338,6 +339,7 @@ fn is_parameter(arg: &str) -> bool {
     ];
     !arg.is_empty()
         && arg.chars().all(|c| c.is_alphanumeric() || c == '_')
+        && !arg.chars().all(|c| c.is_ascii_digit())
         && !PRIMITIVES.contains(&arg)
 }
 

@@ -69,7 +69,7 @@ enum Command {
         /// A snapshot or timeline JSON file.
         file: PathBuf,
         /// The SVG to write (the folded stacks, with --folded).
-        #[arg(short, long, value_parser = output_file)]
+        #[arg(short, long)]
         output: PathBuf,
         #[command(flatten)]
         window: Window,
@@ -82,7 +82,7 @@ enum Command {
         /// A timeline JSON file.
         file: PathBuf,
         /// The SVG to write.
-        #[arg(short, long, value_parser = output_file)]
+        #[arg(short, long)]
         output: PathBuf,
     },
     /// Convert a snapshot (or the growth between two checkpoints) to pprof or DHAT's format.
@@ -93,7 +93,7 @@ enum Command {
         /// A snapshot or timeline JSON file.
         file: PathBuf,
         /// The file to write.
-        #[arg(short, long, value_parser = output_file)]
+        #[arg(short, long)]
         output: PathBuf,
         #[command(flatten)]
         window: Window,
@@ -162,6 +162,10 @@ where
             return ExitCode::from(2);
         }
     };
+    if let Some(refused) = refused_output(&cli.command) {
+        say_error(&refused);
+        return ExitCode::from(2);
+    }
     let outcome = match cli.command {
         Command::Show { file, top } => show(&file, top),
         Command::Diff { old, new, by, top } => diff(&old, &new, by, top),
@@ -188,17 +192,20 @@ where
     }
 }
 
-/// An `--output` file name: any but `-`, which by convention would mean standard output, where
-/// these binary and SVG files are not written.
-fn output_file(name: &str) -> Result<PathBuf, String> {
-    match name {
-        "-" => Err(
-            "writing to standard output is not supported: give a file name (./- for a \
-                    file named -)"
-                .to_string(),
-        ),
-        name => Ok(PathBuf::from(name)),
-    }
+/// Why the command's output file cannot be used, if it cannot: `-`, which by convention would
+/// mean standard output, where these binary and SVG files are not written.
+fn refused_output(command: &Command) -> Option<String> {
+    let output = match command {
+        Command::Flamegraph { output, .. }
+        | Command::Plot { output, .. }
+        | Command::Export { output, .. } => output,
+        Command::Show { .. } | Command::Diff { .. } => return None,
+    };
+    (output.as_os_str() == "-").then(|| {
+        "-o -: writing to standard output is not supported: give a file name (./- for a file \
+         named -)"
+            .to_string()
+    })
 }
 
 /// Writes the one-line error to stderr (if stderr is gone there is nobody to tell).

@@ -193,7 +193,8 @@ impl Timeline {
             .flat_map(|s| s.points.iter().copied())
             .max()
             .unwrap_or(0)
-            .max(1);
+            // At least 16 B, so that an axis in bytes has whole ticks.
+            .max(16);
         // The y axis counts in one binary unit, so that its round ticks are round in that unit.
         let (unit, unit_name) = binary_unit(top);
         let last_x = (cps.len() - 1).max(1) as f64;

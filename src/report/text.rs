@@ -28,7 +28,6 @@ impl Display for OneLine<'_> {
     }
 }
 
-/// `1,234,567`.
 /// `n` things, with the word in the singular for one: `1 block`, `1,024 blocks`.
 pub(crate) fn count(n: u64, word: &str) -> String {
     match n {
@@ -37,6 +36,7 @@ pub(crate) fn count(n: u64, word: &str) -> String {
     }
 }
 
+/// `1,234,567`.
 pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
@@ -283,18 +283,14 @@ impl Display for Delta {
             }
             for s in sites {
                 // The average allocation in the window; a comparison knows no allocations, so
-                // its average is that of the blocks gained.
-                let avg = match (s.allocs, s.live_blocks) {
-                    (0, blocks) if blocks > 0 => {
-                        format!(
-                            "{} per blk",
-                            bytes(s.live_bytes.max(0) as u64 / blocks as u64)
-                        )
-                    }
-                    (allocs, _) => format!(
-                        "{} per alloc",
-                        bytes(s.allocated_bytes.checked_div(allocs).unwrap_or(0))
-                    ),
+                // its average is that of the blocks gained or lost.
+                let avg = if s.allocs > 0 {
+                    format!(", ~{} per alloc", bytes(s.allocated_bytes / s.allocs))
+                } else if s.live_blocks != 0 {
+                    let per = s.live_bytes.unsigned_abs() / s.live_blocks.unsigned_abs();
+                    format!(", ~{} per blk", bytes(per))
+                } else {
+                    String::new()
                 };
                 let kept = match s.survivors {
                     Some(k) => format!(
@@ -305,7 +301,7 @@ impl Display for Delta {
                     None => String::new(),
                 };
                 lines.push(format!(
-                    "   {:>11} {:>9} blk  {}  [{}, ~{avg}{}]",
+                    "   {:>11} {:>9} blk  {}  [{}{avg}{}]",
                     signed_bytes(s.live_bytes),
                     signed(s.live_blocks),
                     s.site,
