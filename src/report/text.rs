@@ -284,8 +284,8 @@ impl Display for Delta {
             for s in sites {
                 // The average allocation in the window; a comparison knows no allocations, so
                 // its average is that of the blocks gained or lost.
-                let avg = if s.allocs > 0 {
-                    format!(", ~{} per alloc", bytes(s.allocated_bytes / s.allocs))
+                let avg = if let Some(per) = s.allocated_bytes.checked_div(s.allocs) {
+                    format!(", ~{} per alloc", bytes(per))
                 } else if s.live_blocks != 0 {
                     let per = s.live_bytes.unsigned_abs() / s.live_blocks.unsigned_abs();
                     format!(", ~{} per blk", bytes(per))
