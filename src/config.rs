@@ -257,6 +257,8 @@ pub(crate) fn apply_once() {
             }
         }
         if let Some(every) = config.every {
+            // Find a global pool now, on this thread, rather than on the checkpoint thread.
+            crate::pool::global_pool();
             // Unnamed: std copies a thread's name on the new thread before running it, outside
             // heapdelta's guard, which would count as the program's block and, under a pool, give
             // this thread a pool heap and an arena of its own.

@@ -44,17 +44,19 @@ fn arenas(timeline: &Timeline, label: &str) -> (u64, u64) {
 #[test]
 fn neither_the_checkpoint_thread_nor_the_exit_report_takes_an_arena() {
     if std::env::var_os(CHILD).is_some() {
+        // Timed checkpoints run meanwhile, when `every=` is set: the first ones before the
+        // program's own.
+        std::thread::sleep(Duration::from_millis(250));
         heapdelta::checkpoint("start");
-        // Timed checkpoints run meanwhile, when `every=` is set.
-        std::thread::sleep(Duration::from_millis(450));
+        std::thread::sleep(Duration::from_millis(350));
         heapdelta::checkpoint("end");
         return;
     }
     let timed = run_child(",every=0.1");
     let untimed = run_child("");
     assert!(
-        timed.checkpoints().len() >= 5,
-        "too few timed checkpoints: {timed}"
+        timed.checkpoints().len() >= 4,
+        "no timed checkpoint: {timed}"
     );
     assert_eq!(arenas(&timed, "start"), arenas(&untimed, "start"));
     for t in [&timed, &untimed] {

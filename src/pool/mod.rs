@@ -23,6 +23,7 @@ mod stable;
 mod stats;
 
 pub use config::PoolConfig;
+pub(crate) use stats::global_pool;
 pub use stats::{pool_stats, ClassStats, PoolStats};
 
 use config::Geometry;

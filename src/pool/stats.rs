@@ -293,19 +293,29 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// assert_eq!(heapdelta::pool_stats(), None);
 /// ```
 pub fn pool_stats() -> Option<PoolStats> {
+    counters_of(global_pool()?).map(|raw| raw.into_stats())
+}
+
+/// The global allocator's pool, found by a probe the first time (see `pool_stats`). Called early
+/// by heapdelta's `every=` thread's creator, so that the probe is made on a thread of the
+/// program's: made on that thread, it would give it a pool heap and an arena of its own.
+pub(crate) fn global_pool() -> Option<Entry> {
     let known = Entry {
         core: GLOBAL_CORE.load(Ordering::Acquire),
         uid: GLOBAL_UID.load(Ordering::Acquire),
     };
-    if known.core != 0 {
-        if let Some(raw) = counters_of(known) {
-            return Some(raw.into_stats());
-        }
+    let still_registered = |e: Entry| {
+        with_registry(|mut cores| {
+            cores.any(|c| c as *const Core as usize == e.core && c.uid == e.uid)
+        })
+    };
+    if known.core != 0 && still_registered(known) {
+        return Some(known);
     }
     let found = find_global()?;
     GLOBAL_UID.store(found.uid, Ordering::Release);
     GLOBAL_CORE.store(found.core, Ordering::Release);
-    counters_of(found).map(|raw| raw.into_stats())
+    Some(found)
 }
 
 /// The global pool found by `pool_stats`' probe (0: not found yet). Two words written one after
