@@ -21,10 +21,10 @@ pub struct Frame {
     /// The function's name, without the symbol hash (`model::compose`, `compose`, or
     /// `<model::Model>::compose`, depending on the debug information available).
     pub function: String,
-    /// The source file: relative to the cargo workspace (or package) it is in, so that runs from
-    /// any directory name it alike, else to the current directory when under it;
-    /// `crate-x.y.z/src/…` for registry crates, `std/src/…` for the standard library; `None`
-    /// without debug information.
+    /// The source file: relative to its cargo project (the outermost directory above it holding
+    /// a `Cargo.toml`), so that runs from any directory name it alike, with the project's
+    /// directory in front when it is not the program's own; `crate-x.y.z/src/…` for registry
+    /// crates, `std/src/…` for the standard library; `None` without debug information.
     pub file: Option<String>,
     /// The line in `file`; `None` when unknown.
     pub line: Option<u32>,

@@ -11,10 +11,11 @@
 //!    `lang_start`, libc's start routines, thread start glue);
 //! 3. **folded**: consecutive frames of the same function in the same file (recursion) become one,
 //!    the innermost;
-//! 4. paths **shortened**: `crate-x.y.z/src/…` for the cargo registry, `alloc/src/…` for
-//!    `/rustc/<hash>/library/…`, relative to the cargo workspace (or package) the file is in, so
-//!    that runs from different directories name a site alike, else to the current directory when
-//!    under it.
+//! 4. paths **shortened**: `crate-x.y.z/src/…` for the cargo registry, `<repo>-<hash>/<rev>/…`
+//!    for git dependencies, `alloc/src/…` for `/rustc/<hash>/library/…`; a project's files
+//!    relative to the outermost directory above them holding a `Cargo.toml` (so that runs from
+//!    different directories name a site alike), prefixed with that directory's name when it is
+//!    not the program's own project; else relative to the current directory when under it.
 //!
 //! Results are cached per [`SiteId`]. This runs outside the allocation hot path, under the
 //! caller's reentrancy guard, so it may allocate and lock; it never panics (a poisoned cache is
@@ -88,8 +89,10 @@ fn resolve_stack(stack: &[usize], own_dir: &str) -> Site {
         let cwd = std::env::current_dir()
             .ok()
             .map(|dir| format!("{}/", dir.display()));
+        let main = main_root();
         build_site(raw, &|path| {
-            shorten_path(path, project_root(path).as_deref(), cwd.as_deref())
+            let project = project_root(path);
+            shorten_path(path, project.as_deref(), main.as_deref(), cwd.as_deref())
         })
     })
     .unwrap_or_else(|_| Site::unknown())
@@ -306,15 +309,27 @@ fn fold_recursion(frames: Vec<Frame>) -> Vec<Frame> {
     out
 }
 
-/// A path as shown in reports (see the module docs): relative to `project` (the file's
-/// `project_root`, with a trailing `/`) when it has one, else to `cwd` when under it.
-fn shorten_path(path: &str, project: Option<&str>, cwd: Option<&str>) -> String {
-    // ~/.cargo/registry/src/<index>/crate-x.y.z/src/lib.rs → crate-x.y.z/src/lib.rs
+/// A path as shown in reports (see the module docs). `project` is the file's `project_root` and
+/// `main` the program's (`main_root`), both with a trailing `/`; `cwd` is the current directory.
+fn shorten_path(
+    path: &str,
+    project: Option<&str>,
+    main: Option<&str>,
+    cwd: Option<&str>,
+) -> String {
+    // ~/.cargo/registry/src/<index>/crate-x.y.z/src/lib.rs → crate-x.y.z/src/lib.rs (an index
+    // directory is named `<registry>-<hash>`)
     if let Some(at) = path.find("/registry/src/") {
-        let after_index = &path[at + "/registry/src/".len()..];
-        if let Some(slash) = after_index.find('/') {
-            return after_index[slash + 1..].to_string();
+        let after = &path[at + "/registry/src/".len()..];
+        if let Some((index, rest)) = after.split_once('/') {
+            if index.contains('-') && rest.contains('/') {
+                return rest.to_string();
+            }
         }
+    }
+    // ~/.cargo/git/checkouts/<repo>-<hash>/<rev>/src/lib.rs → <repo>-<hash>/<rev>/src/lib.rs
+    if let Some(at) = path.find("/git/checkouts/") {
+        return path[at + "/git/checkouts/".len()..].to_string();
     }
     // /rustc/<hash>/library/alloc/src/vec/mod.rs → alloc/src/vec/mod.rs
     if let Some(at) = path.find("/library/") {
@@ -326,20 +341,29 @@ fn shorten_path(path: &str, project: Option<&str>, cwd: Option<&str>) -> String 
     if let Some(rest) = path.strip_prefix("/rust/deps/") {
         return rest.to_string();
     }
-    for base in [project, cwd].into_iter().flatten() {
-        if let Some(rest) = path.strip_prefix(base) {
-            return rest.to_string();
-        }
+    if let Some((project, rest)) = project.and_then(|p| Some((p, path.strip_prefix(p)?))) {
+        // Another project's files (a path dependency outside the program's tree) are named
+        // with their project's directory, so they are not taken for the program's own.
+        return match main {
+            Some(main) if main != project => {
+                let name = std::path::Path::new(project).file_name();
+                let name = name.map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+                format!("{name}/{rest}")
+            }
+            _ => rest.to_string(),
+        };
+    }
+    if let Some(rest) = cwd.and_then(|cwd| path.strip_prefix(cwd)) {
+        return rest.to_string();
     }
     path.to_string()
 }
 
-/// The directory, with a trailing `/`, that a program's source file is shown relative to, so that
-/// a site is named alike whatever directory the program runs in: the root of the cargo workspace
-/// the file is in (the nearest directory above its package's holding a `Cargo.toml` with a
-/// `[workspace]` table), else its package's root (the nearest directory above it holding a
-/// `Cargo.toml`). `None` for a relative path or one outside any package on this machine. Cached
-/// per directory, since every frame of every site asks.
+/// The directory, with a trailing `/`, that a source file is shown relative to, so that a site is
+/// named alike whatever directory the program runs in: the outermost directory above the file
+/// holding a `Cargo.toml` (a workspace's root, or the package that holds the file's package as a
+/// path dependency, or the file's package). `None` for a relative path or one outside any
+/// package on this machine. Cached per directory, since every frame of every site asks.
 fn project_root(path: &str) -> Option<String> {
     static ROOTS: Mutex<Option<HashMap<String, Option<String>>>> = Mutex::new(None);
     let dir = std::path::Path::new(path).parent()?;
@@ -354,23 +378,30 @@ fn project_root(path: &str) -> Option<String> {
     if let Some(root) = roots.get(&key) {
         return root.clone();
     }
-    let manifest = |dir: &std::path::Path| dir.join("Cargo.toml");
-    let package = dir.ancestors().find(|d| manifest(d).is_file());
-    let workspace = package.and_then(|package| {
-        package.ancestors().find(|d| {
-            std::fs::read_to_string(manifest(d))
-                .is_ok_and(|text| text.lines().any(|l| l.trim() == "[workspace]"))
-        })
-    });
-    let root = workspace.or(package).map(|root| {
-        let mut root = root.display().to_string();
-        if !root.ends_with('/') {
-            root.push('/');
-        }
-        root
-    });
+    let root = dir
+        .ancestors()
+        .filter(|d| d.join("Cargo.toml").is_file())
+        .last()
+        .map(|root| {
+            let mut root = root.display().to_string();
+            if !root.ends_with('/') {
+                root.push('/');
+            }
+            root
+        });
     roots.insert(key, root.clone());
     root
+}
+
+/// The program's own project root: `project_root` of its executable (`target/…` lies in the
+/// project), or `None` for a program installed elsewhere.
+fn main_root() -> Option<String> {
+    static MAIN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    MAIN.get_or_init(|| {
+        let exe = std::env::current_exe().ok()?;
+        project_root(&exe.display().to_string())
+    })
+    .clone()
 }
 
 #[cfg(test)]
@@ -379,7 +410,7 @@ mod tests {
 
     /// `build_site` with paths shortened against `cwd` only.
     fn build(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
-        build_site(raw, &|path| shorten_path(path, None, cwd))
+        build_site(raw, &|path| shorten_path(path, None, None, cwd))
     }
 
     fn raw(function: &str, file: Option<&str>, line: u32) -> RawFrame {
@@ -589,60 +620,44 @@ mod tests {
     #[test]
     fn paths_under_the_current_directory_become_relative() {
         assert_eq!(
-            shorten_path("/home/u/app/src/model.rs", None, Some("/home/u/app/")),
+            shorten_path("/home/u/app/src/model.rs", None, None, Some("/home/u/app/")),
             "src/model.rs"
         );
     }
 
     #[test]
-    fn paths_in_a_project_are_relative_to_it_wherever_the_program_runs() {
+    fn paths_in_the_programs_project_are_relative_to_it_wherever_it_runs() {
+        let app = Some("/home/u/app/");
+        assert_eq!(
+            shorten_path("/home/u/app/src/model.rs", app, app, Some("/tmp/")),
+            "src/model.rs"
+        );
+        assert_eq!(
+            shorten_path("/home/u/app/src/model.rs", app, app, Some("/home/")),
+            "src/model.rs"
+        );
+    }
+
+    #[test]
+    fn another_projects_files_are_named_with_its_directory() {
         assert_eq!(
             shorten_path(
-                "/home/u/app/src/model.rs",
+                "/home/u/other/src/lib.rs",
+                Some("/home/u/other/"),
                 Some("/home/u/app/"),
-                Some("/tmp/")
+                None
             ),
-            "src/model.rs"
+            "other/src/lib.rs"
         );
     }
 
     #[test]
-    fn a_package_is_the_root_of_its_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let app = dir.path().join("app");
-        std::fs::create_dir_all(app.join("src/bin")).unwrap();
-        std::fs::write(app.join("Cargo.toml"), "[package]\nname = \"app\"\n").unwrap();
-        let file = app.join("src/bin/leak.rs").display().to_string();
-        let root = project_root(&file).unwrap();
-        assert_eq!(shorten_path(&file, Some(&root), None), "src/bin/leak.rs");
-    }
-
-    #[test]
-    fn a_workspace_member_is_shown_from_the_workspace_root() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        let member = ws.join("crates/model");
-        std::fs::create_dir_all(member.join("src")).unwrap();
-        std::fs::write(
-            ws.join("Cargo.toml"),
-            "[workspace]\nmembers = [\"crates/*\"]\n",
-        )
-        .unwrap();
-        std::fs::write(member.join("Cargo.toml"), "[package]\nname = \"model\"\n").unwrap();
-        let file = member.join("src/lib.rs").display().to_string();
-        let root = project_root(&file).unwrap();
+    fn a_project_in_a_directory_named_registry_is_not_a_registry_crate() {
+        let root = Some("/home/u/registry/");
         assert_eq!(
-            shorten_path(&file, Some(&root), None),
-            "crates/model/src/lib.rs"
+            shorten_path("/home/u/registry/src/handlers/mod.rs", root, root, None),
+            "src/handlers/mod.rs"
         );
-    }
-
-    #[test]
-    fn a_file_outside_any_package_has_no_project_root() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("loose.rs").display().to_string();
-        assert_eq!(project_root(&file), None);
-        assert_eq!(project_root("src/relative.rs"), None);
     }
 
     #[test]
@@ -650,6 +665,7 @@ mod tests {
         assert_eq!(
             shorten_path(
                 "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde_json-1.0.154/src/de.rs",
+                Some("/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde_json-1.0.154/"),
                 Some("/home/u/app/"),
                 Some("/home/u/app/")
             ),
@@ -658,13 +674,26 @@ mod tests {
     }
 
     #[test]
+    fn git_dependencies_start_at_their_checkout() {
+        assert_eq!(
+            shorten_path(
+                "/root/.cargo/git/checkouts/tool-1a2b3c4d/5e6f7a8/src/lib.rs",
+                Some("/root/.cargo/git/checkouts/tool-1a2b3c4d/5e6f7a8/"),
+                Some("/home/u/app/"),
+                None
+            ),
+            "tool-1a2b3c4d/5e6f7a8/src/lib.rs"
+        );
+    }
+
+    #[test]
     fn std_paths_start_at_the_library_crate() {
         assert_eq!(
-            shorten_path(&format!("{STD}/alloc/src/vec/mod.rs"), None, None),
+            shorten_path(&format!("{STD}/alloc/src/vec/mod.rs"), None, None, None),
             "alloc/src/vec/mod.rs"
         );
         assert_eq!(
-            shorten_path("/rust/deps/hashbrown-0.16.1/src/map.rs", None, None),
+            shorten_path("/rust/deps/hashbrown-0.16.1/src/map.rs", None, None, None),
             "hashbrown-0.16.1/src/map.rs"
         );
     }
@@ -672,9 +701,64 @@ mod tests {
     #[test]
     fn other_paths_are_left_alone() {
         assert_eq!(
-            shorten_path("/opt/x/src/a.rs", None, Some("/home/u/app/")),
+            shorten_path("/opt/x/src/a.rs", None, None, Some("/home/u/app/")),
             "/opt/x/src/a.rs"
         );
+    }
+
+    /// A fresh directory with no `Cargo.toml` above it, or `None` (the test then has nothing to
+    /// check: the machine's temporary directory lies inside a cargo package).
+    fn bare_temp_dir() -> Option<tempfile::TempDir> {
+        let dir = tempfile::tempdir().unwrap();
+        let inside_a_package = dir
+            .path()
+            .ancestors()
+            .any(|d| d.join("Cargo.toml").is_file());
+        if inside_a_package {
+            eprintln!("skipped: the temporary directory is inside a cargo package");
+            return None;
+        }
+        Some(dir)
+    }
+
+    #[test]
+    fn a_package_is_the_root_of_its_files() {
+        let Some(dir) = bare_temp_dir() else { return };
+        let app = dir.path().join("app");
+        std::fs::create_dir_all(app.join("src/bin")).unwrap();
+        std::fs::write(app.join("Cargo.toml"), "[package]\nname = \"app\"\n").unwrap();
+        let file = app.join("src/bin/leak.rs").display().to_string();
+        let root = project_root(&file).unwrap();
+        assert_eq!(root, format!("{}/", app.display()));
+        assert_eq!(
+            shorten_path(&file, Some(&root), Some(&root), None),
+            "src/bin/leak.rs"
+        );
+    }
+
+    #[test]
+    fn a_package_inside_another_is_shown_from_the_outer_one() {
+        // A workspace member, or a path dependency kept inside the program's tree.
+        let Some(dir) = bare_temp_dir() else { return };
+        let app = dir.path().join("app");
+        let util = app.join("util");
+        std::fs::create_dir_all(util.join("src")).unwrap();
+        std::fs::write(app.join("Cargo.toml"), "[package]\nname = \"app\"\n").unwrap();
+        std::fs::write(util.join("Cargo.toml"), "[package]\nname = \"util\"\n").unwrap();
+        let file = util.join("src/lib.rs").display().to_string();
+        let root = project_root(&file).unwrap();
+        assert_eq!(
+            shorten_path(&file, Some(&root), Some(&root), None),
+            "util/src/lib.rs"
+        );
+    }
+
+    #[test]
+    fn a_file_outside_any_package_has_no_project_root() {
+        let Some(dir) = bare_temp_dir() else { return };
+        let file = dir.path().join("loose.rs").display().to_string();
+        assert_eq!(project_root(&file), None);
+        assert_eq!(project_root("src/relative.rs"), None);
     }
 
     #[test]
