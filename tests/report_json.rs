@@ -304,3 +304,57 @@ fn a_steps_report_lists_call_paths_to_one_frame_as_one_line() {
         .count();
     assert_eq!(paths, 2, "the delta itself keeps both paths");
 }
+
+#[test]
+fn sites_that_grew_alike_are_listed_by_name() {
+    // A twin of the cache's site under a name that sorts first: same counts, so the same growth.
+    let checkpoints: Vec<serde_json::Value> = (0..=common::STEPS)
+        .map(|steps| {
+            let mut c = common::snapshot(steps);
+            let sites = c["sites"].as_array_mut().unwrap();
+            let mut twin = sites[0].clone();
+            twin["id"] = 99.into();
+            let frame = heapdelta::Frame {
+                function: "aaa::first".to_string(),
+                file: Some("src/a.rs".to_string()),
+                line: Some(1),
+            };
+            let site = heapdelta::Site::from_frames(vec![frame], Some("Vec<u8>".to_string()));
+            twin["site"] = serde_json::to_value(site).unwrap();
+            sites.push(twin);
+            c
+        })
+        .collect();
+    let timeline = Timeline::read_json_from(common::timeline_file_of(checkpoints).as_bytes())
+        .expect("the timeline reads");
+    let growing: Vec<String> = timeline
+        .growing()
+        .iter()
+        .map(|g| g.site.to_string())
+        .collect();
+    let first = growing.iter().position(|s| s.starts_with("aaa::first"));
+    let cache = growing.iter().position(|s| s.contains("Cache::insert"));
+    assert!(first.is_some() && first < cache, "{growing:?}");
+}
+
+#[test]
+fn the_types_line_counts_blocks_of_unknown_type() {
+    // The log's site, its type not known.
+    let checkpoints: Vec<serde_json::Value> = (0..=common::STEPS)
+        .map(|steps| {
+            let mut c = common::snapshot(steps);
+            let log = common::sites()[1].site.frames().to_vec();
+            let untyped = heapdelta::Site::from_frames(log, None);
+            c["sites"][1]["site"] = serde_json::to_value(untyped).unwrap();
+            c
+        })
+        .collect();
+    let timeline = Timeline::read_json_from(common::timeline_file_of(checkpoints).as_bytes())
+        .expect("the timeline reads");
+    let text = timeline.between("step 1", "step 4").unwrap().to_string();
+    let types = text.lines().find(|l| l.trim_start().starts_with("types:"));
+    assert!(
+        types.is_some_and(|l| l.contains("(unknown) +60 blk")),
+        "{text}"
+    );
+}
