@@ -24,6 +24,19 @@ fn start() -> &'static (Instant, u64) {
     })
 }
 
+/// The path of the running program's executable, when the system says (read once; call it only
+/// inside heapdelta, as it allocates the first time).
+pub(crate) fn program() -> Option<String> {
+    static PROGRAM: OnceCell<Option<String>> = OnceCell::new();
+    PROGRAM
+        .get_or_init(|| {
+            std::env::current_exe()
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+        .clone()
+}
+
 /// Wall-clock time now, in nanoseconds since the Unix epoch (0 for a clock set before it).
 pub(crate) fn unix_nanos() -> u64 {
     std::time::SystemTime::now()

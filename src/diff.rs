@@ -222,6 +222,8 @@ pub struct Delta {
     pub(crate) unix_nanos: u64,
     /// The sampling mean in bytes when the call-site figures are sampled estimates.
     pub(crate) sampled_mean: Option<u64>,
+    /// The path of the program the later snapshot was taken in, when known.
+    pub(crate) program: Option<String>,
     /// Whether this compares what was live in two snapshots that do not make a window (see
     /// `is_window`): the allocations and frees between them are not known.
     pub(crate) comparison: bool,
@@ -376,6 +378,7 @@ impl Delta {
             unix_nanos: b.unix_nanos,
             // Either side's site figures being estimates makes their difference one.
             sampled_mean: b.sampled_mean.or(a.sampled_mean),
+            program: b.program.clone(),
             comparison: !is_window,
             several_steps: is_window && b.epoch.saturating_sub(a.epoch) > 1,
         }

@@ -95,6 +95,10 @@ pub struct Snapshot {
     /// The sampling mean in bytes when the call-site figures are sampled estimates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) sampled_mean: Option<u64>,
+    /// The path of the program that took it, when known (not in files written before it was
+    /// kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) program: Option<String>,
     pub(crate) totals: Totals,
     /// Frees of blocks born in the epoch they were freed in: (blocks, bytes).
     pub(crate) young_free: (u64, u64),
@@ -156,6 +160,7 @@ impl Snapshot {
             seconds: 0.0,
             unix_nanos: 0,
             sampled_mean: None,
+            program: None,
             totals: Totals::default(),
             young_free: (0, 0),
             classes: Vec::new(),
@@ -235,6 +240,7 @@ impl Snapshot {
             seconds: checkpoint::seconds(),
             unix_nanos: checkpoint::unix_nanos(),
             sampled_mean: config::sampled_mean(),
+            program: checkpoint::program(),
             totals: Totals {
                 live_bytes,
                 live_blocks,

@@ -112,6 +112,14 @@ fn the_header_says_rust_heap_with_block_lifetimes() {
 }
 
 #[test]
+fn the_command_line_names_the_program_that_counted_the_figures() {
+    let exe = std::env::current_exe().unwrap();
+    let d = dhat_of_snapshot(&heapdelta::snapshot());
+    let cmd = d["cmd"].as_str().unwrap();
+    assert!(cmd.contains(exe.to_str().unwrap()), "{cmd}");
+}
+
+#[test]
 fn the_command_line_says_which_figures_are_not_recorded() {
     let d = dhat_of_snapshot(&demo_snapshot());
     let cmd = d["cmd"].as_str().unwrap();

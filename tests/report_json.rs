@@ -29,6 +29,18 @@ fn snapshot_round_trips_equal() {
 }
 
 #[test]
+fn a_snapshot_file_keeps_the_program_that_took_it() {
+    let exe = std::env::current_exe().unwrap();
+    let s = heapdelta::snapshot();
+    let mut out = Vec::new();
+    s.write_json_to(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let quoted = serde_json::to_string(exe.to_str().unwrap()).unwrap();
+    assert!(text.contains(&format!("\"program\":{quoted}")), "{text}");
+    assert_eq!(Snapshot::read_json_from(text.as_bytes()).unwrap(), s);
+}
+
+#[test]
 fn snapshot_round_trips_through_a_file() {
     let dir = common::temp_dir("snapshot_file");
     let path = dir.join("s.json");

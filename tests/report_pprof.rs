@@ -16,6 +16,8 @@ struct Profile {
     sample_type: Vec<ValueType>,
     #[prost(message, repeated, tag = "2")]
     sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    mapping: Vec<Mapping>,
     #[prost(message, repeated, tag = "4")]
     location: Vec<Location>,
     #[prost(message, repeated, tag = "5")]
@@ -46,6 +48,14 @@ struct Sample {
     location_id: Vec<u64>,
     #[prost(int64, repeated, tag = "2")]
     value: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Mapping {
+    #[prost(uint64, tag = "1")]
+    id: u64,
+    #[prost(int64, tag = "5")]
+    filename: i64,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -217,6 +227,26 @@ fn a_delta_profile_starts_at_the_earlier_snapshot() {
         "{before} <= {} <= {after}",
         p.time_nanos
     );
+}
+
+/// The file name of the profile's main mapping.
+fn main_mapping(p: &Profile) -> &str {
+    p.str(p.mapping[0].filename)
+}
+
+#[test]
+fn the_main_mapping_is_the_program_that_counted_the_figures() {
+    let exe = std::env::current_exe().unwrap();
+    let snapshot = heapdelta::snapshot();
+    let p = profile_of(|out| snapshot.write_pprof_to(out));
+    assert_eq!(main_mapping(&p), exe.to_str().unwrap());
+    let p = profile_of(|out| heapdelta::snapshot().since(&snapshot).write_pprof_to(out));
+    assert_eq!(main_mapping(&p), exe.to_str().unwrap());
+}
+
+#[test]
+fn a_snapshot_from_a_file_without_its_program_gives_a_mapping_without_a_name() {
+    assert_eq!(main_mapping(&snapshot_profile()), "");
 }
 
 #[test]

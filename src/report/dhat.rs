@@ -14,7 +14,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::diff::Delta;
-use crate::report::{delta_sites, snapshot_sites, write_file, SiteFigures, UNKNOWN_SITE};
+use crate::report::{
+    delta_sites, of_program, snapshot_sites, write_file, SiteFigures, UNKNOWN_SITE,
+};
 use crate::snapshot::Snapshot;
 
 /// One program point.
@@ -171,6 +173,7 @@ impl Snapshot {
                 Some(label) => format!("heapdelta snapshot {label:?}"),
                 None => "heapdelta snapshot".to_string(),
             };
+            let cmd = of_program(cmd, self.program.as_deref());
             let cmd = with_notes(cmd, "live at the snapshot", self.sampled_mean);
             write_dhat(&build(&snapshot_sites(self), cmd, self.seconds), w)
         })
@@ -204,6 +207,7 @@ impl Delta {
     pub fn write_dhat_to(&self, w: impl Write) -> io::Result<()> {
         crate::report::write_for_program(w, |w| {
             let cmd = format!("heapdelta growth {}", self.window_name());
+            let cmd = of_program(cmd, self.program.as_deref());
             let cmd = with_notes(cmd, "growth of live bytes", self.sampled_mean);
             write_dhat(&build(&delta_sites(self), cmd, self.seconds), w)
         })

@@ -121,6 +121,15 @@ pub(crate) fn write_for_program(
     w.write_all(&bytes)
 }
 
+/// A report's title with the program it describes, when known: `heapdelta growth … of
+/// /path/to/program`.
+pub(crate) fn of_program(title: String, program: Option<&str>) -> String {
+    match program {
+        Some(p) => format!("{title} of {p}"),
+        None => title,
+    }
+}
+
 /// The name used for a site whose frames are not known.
 pub(crate) const UNKNOWN_SITE: &str = "(unknown site)";
 

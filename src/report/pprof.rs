@@ -177,14 +177,17 @@ impl Builder {
 }
 
 /// When and how the figures were counted: the window ending at `end_unix_nanos` (wall clock, 0:
-/// not known) and lasting `seconds`; the sampling mean when the sites' figures are estimates.
-struct Window {
+/// not known) and lasting `seconds`; the sampling mean when the sites' figures are estimates; the
+/// program they were counted in.
+struct Window<'a> {
     seconds: f64,
     end_unix_nanos: u64,
     sampled_mean: Option<u64>,
+    /// The program's path, the profile's main mapping (empty when not known).
+    program: Option<&'a str>,
 }
 
-impl Window {
+impl Window<'_> {
     fn duration_nanos(&self) -> i64 {
         (self.seconds * 1e9) as i64
     }
@@ -241,7 +244,7 @@ fn build(sites: &[SiteFigures], window: Window, comment: &str) -> Profile {
             }],
         });
     }
-    let mapping_file = b.string("heapdelta");
+    let mapping_file = b.string(window.program.unwrap_or(""));
     let comment = b.string(comment);
     let default_sample_type = b.string("inuse_space");
     Profile {
@@ -315,6 +318,7 @@ impl Snapshot {
                 seconds: self.seconds,
                 end_unix_nanos: self.unix_nanos,
                 sampled_mean: self.sampled_mean,
+                program: self.program.as_deref(),
             };
             write_gzipped(&build(&snapshot_sites(self), window, &comment), w)
         })
@@ -355,6 +359,7 @@ impl Delta {
                 seconds: self.seconds,
                 end_unix_nanos: self.unix_nanos,
                 sampled_mean: self.sampled_mean,
+                program: self.program.as_deref(),
             };
             write_gzipped(&build(&delta_sites(self), window, &comment), w)
         })
