@@ -4,6 +4,8 @@
 use std::io;
 use std::path::Path;
 
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::callsite::Site;
@@ -29,6 +31,52 @@ fn binary_unit(top: u64) -> (f64, &'static str) {
 fn round_number(v: f64) -> String {
     let text = format!("{v:.2}");
     text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Most checkpoints named under the x axis.
+const X_LABELS: usize = 12;
+
+/// The checkpoints named under the x axis, of `n`: every one when they fit, else every k-th from
+/// the first, and always the last (the one before it dropped when nearer to it than k).
+fn label_points(n: usize) -> Vec<f64> {
+    let last = n.saturating_sub(1);
+    let every = last.div_ceil(X_LABELS - 1).max(1);
+    let mut points: Vec<usize> = (0..=last).step_by(every).collect();
+    if points.last() != Some(&last) {
+        if points.len() > 1 && last - points[points.len() - 1] < every {
+            points.pop();
+        }
+        points.push(last);
+    }
+    points.into_iter().map(|i| i as f64).collect()
+}
+
+/// The x axis: checkpoints by index, ticked and named at `points` only, so that the last is
+/// always named (plotters' own ticks fall on round numbers, which can skip it).
+struct CheckpointAxis {
+    inner: RangedCoordf64,
+    points: Vec<f64>,
+}
+
+impl Ranged for CheckpointAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.points.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.inner.range()
+    }
 }
 
 /// Sites drawn as their own lines.
@@ -214,7 +262,13 @@ impl Timeline {
             .margin(16)
             .x_label_area_size(40)
             .y_label_area_size(80)
-            .build_cartesian_2d(0f64..last_x, 0f64..top as f64 / unit * 1.08)
+            .build_cartesian_2d(
+                CheckpointAxis {
+                    inner: (0f64..last_x).into(),
+                    points: label_points(cps.len()),
+                },
+                0f64..top as f64 / unit * 1.08,
+            )
             .map_err(plot_error)?;
         let x_label = |x: &f64| {
             let i = x.round();
@@ -226,7 +280,6 @@ impl Timeline {
         let y_label = |y: &f64| format!("{} {unit_name}", round_number(*y));
         chart
             .configure_mesh()
-            .x_labels(cps.len().clamp(2, 12))
             .x_label_formatter(&x_label)
             .y_label_formatter(&y_label)
             .x_desc("checkpoint")
@@ -287,6 +340,33 @@ mod tests {
             line: Some(line),
         };
         Site::from_frames(vec![frame], Some(type_name.to_string()))
+    }
+
+    #[test]
+    fn every_checkpoint_is_named_when_twelve_or_fewer() {
+        assert_eq!(label_points(1), [0.0]);
+        assert_eq!(label_points(12), (0..12).map(f64::from).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_last_checkpoint_is_always_named() {
+        for n in 13..200 {
+            let points = label_points(n);
+            assert_eq!(points.last(), Some(&((n - 1) as f64)), "{n}");
+            assert!(points.len() <= X_LABELS, "{n}: {points:?}");
+        }
+    }
+
+    #[test]
+    fn the_last_named_checkpoint_is_at_least_a_stride_from_the_one_before() {
+        assert_eq!(label_points(14), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 13.0]);
+        for n in 13..200 {
+            let points = label_points(n);
+            let gaps: Vec<f64> = points.windows(2).map(|w| w[1] - w[0]).collect();
+            let (last, rest) = gaps.split_last().unwrap();
+            assert!(rest.iter().all(|g| g == &rest[0]), "{n}: {points:?}");
+            assert!(*last >= rest[0], "{n}: {points:?}");
+        }
     }
 
     #[test]
