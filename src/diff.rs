@@ -728,8 +728,8 @@ pub struct Growth {
     pub live_bytes: i64,
 }
 
-/// Every checkpoint of the run, in order. `Display` prints one line per checkpoint and then the
-/// sites that grew at every recent step.
+/// Every checkpoint of the run, in order. `Display` prints the sites that grew at every recent
+/// step, then one line per checkpoint.
 ///
 /// ```
 /// for step in 1..=3 {

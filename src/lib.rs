@@ -19,7 +19,7 @@
 //!         history.push(vec![0.0f32; 100]); // grows every step
 //!         println!("{}", heapdelta::checkpoint(format!("step {step}")));
 //!     }
-//!     println!("{}", heapdelta::timeline()); // per-step lines + sites that grew at every step
+//!     println!("{}", heapdelta::timeline()); // sites that grew at every step + per-step lines
 //! }
 //! ```
 //!

@@ -94,6 +94,21 @@ fn show_prints_a_snapshots_totals_and_top_sites() {
 }
 
 #[test]
+fn show_top_limits_a_timelines_growing_sites() {
+    let dir = demo("show_timeline_top");
+    let run = heapdelta(["show", arg(&dir.join("timeline.json")), "--top", "1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let growing: Vec<&str> = run.stdout.lines().take_while(|l| !l.is_empty()).collect();
+    assert_eq!(growing.len(), 3, "{}", run.stdout);
+    assert!(
+        growing[1].contains("+128.0 KiB over 4 steps"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(growing[2], "   … and 1 more site", "{}", run.stdout);
+}
+
+#[test]
 fn show_prints_a_timeline_line_per_checkpoint_and_the_growing_sites() {
     let dir = demo("show_timeline");
     let run = heapdelta(["show", arg(&dir.join("timeline.json"))]);

@@ -2,7 +2,7 @@
 //! them, compares them, or converts them to the other formats.
 //!
 //! ```text
-//! heapdelta show FILE
+//! heapdelta show FILE [--top N]
 //! heapdelta diff OLD NEW [--by site|class|tag|type] [--top N]
 //! heapdelta flamegraph FILE -o out.svg [--from LABEL --to LABEL] [--folded]
 //! heapdelta plot TIMELINE -o out.svg
@@ -24,8 +24,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::diff::Delta;
 use crate::report::json::{read_contents, Contents};
-use crate::report::text::By;
-use crate::report::text::{bytes, comparison_note, count, estimates_note, thousands, OneLine};
+
+use crate::report::text::{
+    self, bytes, comparison_note, count, estimates_note, thousands, By, OneLine,
+};
 use crate::report::{snapshot_sites, sort_figures, SiteFigures};
 use crate::snapshot::Snapshot;
 
@@ -42,12 +44,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print a snapshot (totals and the sites holding the most bytes) or a timeline (one line
-    /// per checkpoint and the sites that grew at every step).
+    /// Print a snapshot (totals and the sites holding the most bytes) or a timeline (the sites
+    /// that grew at every recent step, then one line per checkpoint).
     Show {
         /// A snapshot or timeline JSON file.
         file: PathBuf,
-        /// How many sites to list.
+        /// How many sites to list (of a timeline: of those that grew at every step).
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
@@ -269,7 +271,7 @@ fn select(path: &Path, window: &Window) -> Result<Selection, Failure> {
 
 fn show(path: &Path, top: usize) -> Outcome {
     match read(path)? {
-        Contents::Timeline(t) => print_out(&format!("{t}\n")),
+        Contents::Timeline(t) => print_out(&format!("{}\n", text::timeline_text(&t, top))),
         Contents::Snapshot(s) => print_out(&describe(&s, top)),
     }
 }

@@ -439,40 +439,47 @@ pub(crate) fn pool_view(p: &PoolStats) -> String {
     out
 }
 
+/// A timeline's text: the sites that grew at every recent step (the first `top` of them), then one
+/// line per step. One line per entry, joined, as for `Delta`: no line break at the end.
+pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
+    let growing = t.growing();
+    let mut lines = Vec::new();
+    if growing.is_empty() {
+        lines.push("growing at every step: none".to_string());
+    } else {
+        lines.push(format!(
+            "growing at every step (last {} steps):",
+            growing[0].steps
+        ));
+        let sampled = t.checkpoints.last().and_then(|c| c.sampled_mean);
+        if let Some(note) = estimates_note(sampled) {
+            lines.push(format!("   {note}"));
+        }
+        for g in growing.iter().take(top) {
+            lines.push(format!(
+                "   {:>11} over {} steps  {}  [{}]",
+                signed_bytes(g.live_bytes),
+                g.steps,
+                g.site,
+                OneLine(g.site.type_name())
+            ));
+        }
+        if let Some(more) = growing.len().checked_sub(top).filter(|&n| n > 0) {
+            let sites = if more == 1 { "site" } else { "sites" };
+            lines.push(format!("   … and {more} more {sites}"));
+        }
+    }
+    // A blank line between the suspects and the steps.
+    lines.push(String::new());
+    lines.extend(t.steps().iter().map(Delta::summary));
+    lines.join("\n")
+}
+
 impl Display for Timeline {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         // Made inside heapdelta's guard, written outside it: the formatter may be writing into a
         // buffer of the program's, whose growth is the program's.
-        let text = crate::thread::untracked(|| {
-            // One line per entry, joined, as for `Delta`: no line break at the end.
-            let growing = self.growing();
-            let mut lines = Vec::new();
-            if growing.is_empty() {
-                lines.push("growing at every step: none".to_string());
-            } else {
-                lines.push(format!(
-                    "growing at every step (last {} steps):",
-                    growing[0].steps
-                ));
-                let sampled = self.checkpoints.last().and_then(|c| c.sampled_mean);
-                if let Some(note) = estimates_note(sampled) {
-                    lines.push(format!("   {note}"));
-                }
-                for g in &growing {
-                    lines.push(format!(
-                        "   {:>11} over {} steps  {}  [{}]",
-                        signed_bytes(g.live_bytes),
-                        g.steps,
-                        g.site,
-                        OneLine(g.site.type_name())
-                    ));
-                }
-            }
-            // A blank line between the suspects and the steps.
-            lines.push(String::new());
-            lines.extend(self.steps().iter().map(Delta::summary));
-            lines.join("\n")
-        });
+        let text = crate::thread::untracked(|| timeline_text(self, usize::MAX));
         f.write_str(&text)
     }
 }
