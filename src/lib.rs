@@ -35,8 +35,8 @@
 //!   [`TagDelta`], [`TypeDelta`] and [`Survivors`]; [`Timeline`] with [`Growth`]; [`Site`] and
 //!   [`Frame`]; a delta's growth table grouped [`By`] site, type, size class or tag
 //!   ([`Delta::table`]);
-//! - pool mode: [`Pool`], [`PoolConfig`], [`PoolStats`], [`ClassStats`], [`pool_stats`], and
-//!   [`replay`] of allocation traces in CPython's format;
+//! - pool mode: [`Pool`], [`PoolConfig`], [`PoolStats`], [`ClassStats`], [`pool_stats`] (the
+//!   `replay_trace` example replays allocation traces in CPython's format through a `Pool`);
 //! - files: [`Snapshot::write_json`] / [`Snapshot::read_json`] and the same on [`Timeline`],
 //!   [`Snapshot::write_dhat`], `write_pprof` (feature `pprof`), [`Snapshot::folded`] and
 //!   `write_flamegraph` (feature `flamegraph`), `Timeline::write_plot` (feature `plot`), the

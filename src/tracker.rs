@@ -23,7 +23,8 @@ pub enum CallSites {
     /// sample every `mean_bytes` bytes); per-site figures are scaled to unbiased estimates, while
     /// totals and size classes stay exact.
     Sampled {
-        /// Mean bytes between two samples.
+        /// Mean bytes between two samples; 0 or 1 samples every allocation (exact sites, at the
+        /// sampled path's cost).
         mean_bytes: u64,
     },
     /// No call sites: counters only.
@@ -115,7 +116,8 @@ impl<A: GlobalAlloc> Tracker<A> {
         self
     }
 
-    /// Sets how many frames are kept per call site (default 32, at most 64).
+    /// Sets how many frames are kept per call site (default 32, at most 64). With 0 no frame is
+    /// kept: every block is counted at one site, `(unknown)`.
     ///
     /// ```
     /// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new().depth(16);

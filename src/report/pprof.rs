@@ -291,7 +291,7 @@ impl Snapshot {
     /// ```
     /// let path = std::env::temp_dir().join("heapdelta-doc.pb.gz");
     /// heapdelta::snapshot().write_pprof(&path)?;
-    /// // then: go tool pprof -top heapdelta-doc.pb.gz
+    /// // a program would keep the file, for `go tool pprof -top <path>`
     /// # let _ = std::fs::remove_file(&path);
     /// # Ok::<(), std::io::Error>(())
     /// ```
