@@ -122,11 +122,13 @@ pub fn timeline() -> Timeline {
 /// share one, and `measure` on such a thread also sees the other sharing threads' events.
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
 /// let (v, growth) = heapdelta::measure(|| vec![0u8; 4096]);
-/// if heapdelta::is_installed() {
-///     assert_eq!(growth.live_bytes(), 4096);
-/// }
+/// assert_eq!(growth.live_bytes(), 4096);
 /// # drop(v);
+/// # }
 /// ```
 pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
     let Some(slot) = crate::is_installed().then(thread::own_slot).flatten() else {

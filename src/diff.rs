@@ -45,10 +45,12 @@ pub struct SiteDelta {
 /// Growth in one size class.
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
 /// let (_v, d) = heapdelta::measure(|| vec![0u8; 100]);
-/// if heapdelta::is_installed() {
-///     assert_eq!(d.size_classes()[0].size, 112); // 100 bytes is counted in the 112-byte class
-/// }
+/// assert_eq!(d.size_classes()[0].size, 112); // 100 bytes is counted in the 112-byte class
+/// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClassDelta {
@@ -192,13 +194,15 @@ fn survivors_of(window: &Counts, young: (u64, u64)) -> Survivors {
 /// and size classes.
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
 /// let before = heapdelta::snapshot();
 /// let kept: Vec<Vec<u8>> = (0..10).map(|_| vec![0; 100]).collect();
 /// let d = heapdelta::snapshot().since(&before);
-/// if heapdelta::is_installed() {
-///     assert!(d.live_bytes() >= 1000);
-/// }
+/// assert!(d.live_bytes() >= 1000);
 /// # drop(kept);
+/// # }
 /// ```
 #[derive(Debug)]
 pub struct Delta {
@@ -415,9 +419,13 @@ impl Delta {
     /// Change in live bytes.
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// let (v, d) = heapdelta::measure(|| vec![0u8; 4096]);
-    /// assert!(d.live_bytes() == 4096 || !heapdelta::is_installed());
+    /// assert_eq!(d.live_bytes(), 4096);
     /// # drop(v);
+    /// # }
     /// ```
     pub fn live_bytes(&self) -> i64 {
         live_change(&self.window).0
@@ -426,9 +434,13 @@ impl Delta {
     /// Change in live blocks.
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// let (v, d) = heapdelta::measure(|| vec![0u8; 16]);
-    /// assert!(d.live_blocks() == 1 || !heapdelta::is_installed());
+    /// assert_eq!(d.live_blocks(), 1);
     /// # drop(v);
+    /// # }
     /// ```
     pub fn live_blocks(&self) -> i64 {
         live_change(&self.window).1
@@ -437,9 +449,13 @@ impl Delta {
     /// Bytes allocated in the window (whether freed since or not).
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// let ((), d) = heapdelta::measure(|| drop(vec![0u8; 100]));
-    /// assert!(d.allocated_bytes() == 100 || !heapdelta::is_installed());
+    /// assert_eq!(d.allocated_bytes(), 100);
     /// assert_eq!(d.live_bytes(), 0);
+    /// # }
     /// ```
     pub fn allocated_bytes(&self) -> u64 {
         known(self.window.alloc_bytes, !self.comparison)
@@ -448,8 +464,12 @@ impl Delta {
     /// Blocks allocated in the window.
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// let ((), d) = heapdelta::measure(|| drop(vec![0u8; 100]));
-    /// assert!(d.allocated_blocks() == 1 || !heapdelta::is_installed());
+    /// assert_eq!(d.allocated_blocks(), 1);
+    /// # }
     /// ```
     pub fn allocated_blocks(&self) -> u64 {
         known(self.window.alloc_blocks, !self.comparison)
@@ -461,15 +481,17 @@ impl Delta {
     /// not known: they read 0, and there are no survivors.
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// let before = heapdelta::snapshot();
     /// let kept = vec![0u8; 100];
     /// let after = heapdelta::snapshot();
     /// assert!(!after.since(&before).is_comparison());
-    /// if heapdelta::is_installed() {
-    ///     // The later snapshot given first: its running counts are the higher.
-    ///     assert!(before.since(&after).is_comparison());
-    /// }
+    /// // The later snapshot given first: its running counts are the higher.
+    /// assert!(before.since(&after).is_comparison());
     /// # drop(kept);
+    /// # }
     /// ```
     pub fn is_comparison(&self) -> bool {
         self.comparison
@@ -494,16 +516,18 @@ impl Delta {
     /// [`snapshot`](crate::snapshot)s, [`measure`](crate::measure)), and comparisons.
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// heapdelta::checkpoint("before");
     /// let kept = vec![0u8; 256];
     /// let step = heapdelta::checkpoint("after");
-    /// if heapdelta::is_installed() {
-    ///     // `kept` was born in the step and outlived it.
-    ///     assert!(step.survivors().expect("one step").bytes >= 256);
-    ///     let ((), inside) = heapdelta::measure(|| ());
-    ///     assert!(inside.survivors().is_none());
-    /// }
+    /// // `kept` was born in the step and outlived it.
+    /// assert!(step.survivors().expect("one step").bytes >= 256);
+    /// let ((), inside) = heapdelta::measure(|| ());
+    /// assert!(inside.survivors().is_none());
     /// # drop(kept);
+    /// # }
     /// ```
     pub fn survivors(&self) -> Option<Survivors> {
         self.survivors

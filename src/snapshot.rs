@@ -70,12 +70,15 @@ pub(crate) struct SiteCount {
 /// The heap's counters at one moment: totals, size classes, scope tags and call sites.
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
 /// let before = heapdelta::snapshot();
 /// let v = vec![1u64; 100];
 /// let growth = heapdelta::snapshot().since(&before);
 /// # drop(v);
-/// // Without the tracker installed every figure is zero.
-/// assert!(growth.live_bytes() >= 0 || !heapdelta::is_installed());
+/// assert!(growth.live_bytes() >= 800);
+/// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {

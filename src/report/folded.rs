@@ -61,16 +61,18 @@ impl Snapshot {
     /// Draws the live bytes per call site as a flamegraph SVG (feature `flamegraph`).
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() -> std::io::Result<()> {
     /// # #[cfg(feature = "flamegraph")] {
     /// let keep = vec![0u8; 4096];
     /// let path = std::env::temp_dir().join("heapdelta-doc-live.svg");
-    /// match heapdelta::snapshot().write_flamegraph(&path) {
-    ///     Ok(()) => assert!(std::fs::read_to_string(&path).unwrap().contains("<svg")),
-    ///     // Without the tracker installed nothing is live: nothing to draw.
-    ///     Err(e) => assert!(!heapdelta::is_installed(), "{e}"),
-    /// }
+    /// heapdelta::snapshot().write_flamegraph(&path)?;
+    /// assert!(std::fs::read_to_string(&path)?.contains("<svg"));
     /// # let _ = std::fs::remove_file(&path);
     /// # drop(keep);
+    /// # }
+    /// # Ok(())
     /// # }
     /// ```
     #[cfg(feature = "flamegraph")]
@@ -89,11 +91,13 @@ impl Delta {
     /// level are left out).
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// let (v, growth) = heapdelta::measure(|| vec![0u8; 1000]);
-    /// if heapdelta::is_installed() {
-    ///     assert!(growth.folded().ends_with(" 1000\n"));
-    /// }
+    /// assert!(growth.folded().ends_with(" 1000\n"));
     /// # drop(v);
+    /// # }
     /// ```
     pub fn folded(&self) -> String {
         crate::report::text_for_program(|| fold(&delta_sites(self)))
@@ -103,13 +107,17 @@ impl Delta {
     /// A window in which nothing grew has nothing to draw: that is an error.
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() -> std::io::Result<()> {
     /// # #[cfg(feature = "flamegraph")] {
     /// let (kept, growth) = heapdelta::measure(|| vec![0u8; 4096]);
     /// let path = std::env::temp_dir().join("heapdelta-doc-growth.svg");
-    /// let drawn = growth.write_flamegraph(&path);
-    /// assert_eq!(drawn.is_ok(), heapdelta::is_installed());
+    /// growth.write_flamegraph(&path)?;
     /// # let _ = std::fs::remove_file(&path);
     /// # drop(kept);
+    /// # }
+    /// # Ok(())
     /// # }
     /// ```
     #[cfg(feature = "flamegraph")]

@@ -165,16 +165,20 @@ impl Delta {
     /// diff. Sampled call-site figures get a line saying they are estimates.
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// use heapdelta::By;
     ///
     /// let (kept, growth) = heapdelta::measure(|| vec![String::from("x"); 100]);
-    /// let table = growth.table(By::Type, 10);
-    /// assert!(table.starts_with("  live bytes     blocks"));
-    /// if heapdelta::is_installed() {
-    ///     assert!(table.contains("String"));
-    /// }
+    /// let table = growth.table(By::Class, 10);
     /// print!("{table}");
+    /// assert!(table.starts_with("  live bytes     blocks"));
+    /// // The 100 one-byte strings are counted in the 16-byte class.
+    /// let row = table.lines().find(|l| l.ends_with(" 16 B")).expect("a 16-byte row");
+    /// assert!(row.contains("+100 "), "{row}");
     /// # drop(kept);
+    /// # }
     /// ```
     pub fn table(&self, by: By, top: usize) -> String {
         crate::report::text_for_program(|| {
