@@ -591,8 +591,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
 /// static of its own, and that is the cheaper way to track one. A `Pool` holds atomics, so a
 /// static containing one is not read-only, and the compiler cannot treat the tracker's settings
 /// in `Tracker<Pool>` as constants. `Tracker<&Pool>` holds only a reference and its settings, so
-/// they fold away. Small churn measured 1.30× `Pool` with the reference, against 1.33–1.36× by
-/// value, in paired runs.
+/// they fold away (the README's Cost section has the measured difference).
 ///
 /// ```
 /// use heapdelta::{CallSites, Pool, Tracker};
