@@ -51,8 +51,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// Each thread allocates from its own heap, a complete pymalloc state with its own arenas, so
 /// there is no lock on the allocation path. A block freed by a thread other than its heap's owner
 /// is pushed on that heap's lock-free remote list and really freed when the owner next allocates
-/// (or when stats are read). When a thread exits its heap is adopted by the next thread that needs
-/// one; nothing is lost. With several threads:
+/// (or when stats are read); when the owner has exited, it is freed at once, with any blocks still
+/// waiting on the list. When a thread exits its heap is adopted by the next thread that needs one;
+/// nothing is lost. With several threads:
 /// * every counter is the sum over heaps; `arenas_*` are counted for the whole pool, but each heap
 ///   keeps its own arenas (and its own one wholly free arena), so more arenas are live than one
 ///   CPython heap would hold for the same blocks;
@@ -378,6 +379,45 @@ impl<A: GlobalAlloc> Pool<A> {
         }
     }
 
+    /// Frees `ptr`, a block of another thread's `heap`, at once when no thread uses that heap: its
+    /// owner has exited, or it is the shared heap and its lock is free. The blocks waiting on the
+    /// heap's remote list are freed too. Otherwise (`false`) the caller pushes the block on that
+    /// list: a heap nobody uses would keep them, counted as in use, until a thread adopts it.
+    ///
+    /// # Safety
+    /// `ptr` is a block in use in `heap`, a heap of this pool, and the caller gives it up.
+    #[cold]
+    unsafe fn free_in_idle_heap(&self, core: &Core, heap: &Heap, ptr: *mut u8) -> bool {
+        let free = || {
+            // SAFETY: the caller holds exclusive access to `heap` (below) and gives `ptr` up.
+            unsafe {
+                self.drain(heap);
+                (*heap.state.get()).free(self, &heap.counters, ptr);
+            }
+        };
+        if heap.index == 0 {
+            if !core.shared_lock.try_lock() {
+                return false;
+            }
+            free();
+            core.shared_lock.unlock();
+            return true;
+        }
+        let o = heap.owner.load(Ordering::Acquire);
+        if !local::is_stale(o)
+            || heap
+                .owner
+                .compare_exchange(o, OWNER_STATS, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        // Owning the heap through `OWNER_STATS` gives exclusive access, as in `raw_stats`.
+        free();
+        heap.owner.store(o, Ordering::Release);
+        true
+    }
+
     /// Counters summed over all heaps, without allocating, after applying the remote frees
     /// that can be applied without waiting.
     fn raw_stats(&self) -> RawStats {
@@ -547,9 +587,16 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
                 return;
             }
         }
-        let Some(heap) = self.core().and_then(|c| c.heap(owner as usize)) else {
+        let Some(core) = self.core() else {
             return;
         };
+        let Some(heap) = core.heap(owner as usize) else {
+            return;
+        };
+        // SAFETY: the block is in use in `heap`, given up by the caller.
+        if unsafe { self.free_in_idle_heap(core, heap, ptr) } {
+            return;
+        }
         // SAFETY: the block is in use, at least 8 bytes and 8-aligned; we give it up.
         unsafe { heap.push_remote(ptr) };
     }
