@@ -25,8 +25,10 @@ fn index_of(tag: &'static str) -> u8 {
         if tags.is_empty() {
             tags.push("");
         }
-        if let Some(i) = tags.iter().position(|t| *t == tag) {
-            return i as u8;
+        // From index 1: index 0's empty name means "no tag", and `scope("")` is a tag like any
+        // other.
+        if let Some(i) = tags.iter().skip(1).position(|t| *t == tag) {
+            return (i + 1) as u8;
         }
         if tags.len() < MAX_TAGS - 1 {
             tags.push(tag);

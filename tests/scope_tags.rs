@@ -74,3 +74,20 @@ fn nested_scopes_count_under_the_innermost_tag() {
     assert_eq!((live("outer"), live("inner")), (300 + 500, 400));
     drop(kept);
 }
+
+#[test]
+fn an_empty_tag_name_is_a_tag_like_any_other() {
+    let (kept, d) = heapdelta::measure(|| {
+        let _outer = heapdelta::scope("outer");
+        let a = Box::new([0u8; 100]);
+        let b = {
+            let _empty = heapdelta::scope("");
+            Box::new([0u8; 200])
+        };
+        (a, b)
+    });
+    let mut tags: Vec<(&str, i64)> = d.tags().iter().map(|t| (t.tag, t.live_bytes)).collect();
+    tags.sort();
+    assert_eq!(tags, [("", 200), ("outer", 100)]);
+    drop(kept);
+}
