@@ -53,9 +53,10 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
             continue;
         };
         let (key, val) = (key.trim(), val.trim());
+        let shown = shown_key(key);
         if seen.contains(&key) {
             errors.push(format!(
-                "{VAR}: {key} is given more than once; using the last, {key}={val:?}"
+                "{VAR}: {shown} is given more than once; using the last, {shown}={val:?}"
             ));
         }
         seen.push(key);
@@ -80,11 +81,21 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
                 _ => {}
             }
             errors.push(format!(
-                "{VAR}: bad {key}={val:?}: {why}; keeping the default"
+                "{VAR}: bad {shown}={val:?}: {why}; keeping the default"
             ));
         }
     }
     (config, errors)
+}
+
+/// A key as a message shows it: as written, or quoted and escaped when it holds a control
+/// character (a line break would split the message's one line).
+fn shown_key(key: &str) -> String {
+    if key.chars().any(char::is_control) {
+        format!("{key:?}")
+    } else {
+        key.to_string()
+    }
 }
 
 fn parse_sites(val: &str) -> Result<CallSites, String> {
@@ -441,6 +452,13 @@ mod tests {
     #[test]
     fn unknown_keys_and_missing_equals_are_reported() {
         assert!(bad("colour=red").1.contains("unknown key"));
+    }
+
+    #[test]
+    fn a_key_with_a_line_break_is_escaped_in_its_one_line_message() {
+        let (_, msg) = bad("a\nb=1");
+        assert_eq!(msg.lines().count(), 1, "{msg}");
+        assert!(msg.contains(r#"bad "a\nb"="1""#), "{msg}");
         assert!(bad("verbose").1.contains("key=value"));
         assert!(bad("sites=sometimes").1.contains("sampled:BYTES"));
         assert!(bad("report=").1.contains("path"));

@@ -60,7 +60,11 @@ impl fmt::Display for Error {
                 write!(f, "no checkpoint labelled {label:?}: no checkpoints were taken")
             }
             Error::UnknownLabel { label, known } => {
-                write!(f, "no checkpoint labelled {label:?}; known labels: {}", known.join(", "))
+                write!(
+                    f,
+                    "no checkpoint labelled {label:?}; known labels: {}",
+                    label_list(known)
+                )
             }
             Error::ReversedWindow { from, to } => write!(
                 f,
@@ -72,6 +76,23 @@ impl fmt::Display for Error {
             ),
         }
     }
+}
+
+/// Labels named in an error: each quoted (so an empty one or one with a line break stays visible
+/// on one line), and of a long list only the first and last few.
+fn label_list(known: &[String]) -> String {
+    const EACH_END: usize = 4;
+    let quoted =
+        |labels: &[String]| -> Vec<String> { labels.iter().map(|l| format!("{l:?}")).collect() };
+    if known.len() <= 3 * EACH_END {
+        return quoted(known).join(", ");
+    }
+    format!(
+        "{}, … {} more …, {}",
+        quoted(&known[..EACH_END]).join(", "),
+        known.len() - 2 * EACH_END,
+        quoted(&known[known.len() - EACH_END..]).join(", ")
+    )
 }
 
 impl std::error::Error for Error {
@@ -86,5 +107,38 @@ impl std::error::Error for Error {
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Self {
         Error::Io(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unknown(known: Vec<String>) -> String {
+        Error::UnknownLabel {
+            label: "nope".to_string(),
+            known,
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn an_unknown_label_error_quotes_each_label_on_one_line() {
+        let msg = unknown(vec![String::new(), "a\nb".to_string()]);
+        assert_eq!(
+            msg,
+            r#"no checkpoint labelled "nope"; known labels: "", "a\nb""#
+        );
+    }
+
+    #[test]
+    fn a_long_label_list_keeps_its_ends_and_counts_the_rest() {
+        let msg = unknown((0..100).map(|i| format!("step {i}")).collect());
+        assert!(
+            msg.ends_with(
+                r#""step 0", "step 1", "step 2", "step 3", … 92 more …, "step 96", "step 97", "step 98", "step 99""#
+            ),
+            "{msg}"
+        );
     }
 }

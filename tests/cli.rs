@@ -564,7 +564,7 @@ fn an_unknown_checkpoint_label_lists_the_known_ones() {
     let timeline = dir.join("timeline.json");
     let out = dir.join("x.svg");
     let run = flamegraph_between(&timeline, &out, "step 1", "step 9");
-    assert_one_line_failure(&run, 1, "known labels: start, step 1");
+    assert_one_line_failure(&run, 1, r#"known labels: "start", "step 1""#);
 }
 
 #[test]
