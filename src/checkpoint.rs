@@ -55,6 +55,12 @@ pub(crate) fn seconds() -> f64 {
 }
 
 fn timeline_lock() -> MutexGuard<'static, Vec<Snapshot>> {
+    crate::fork::install();
+    lock_timeline()
+}
+
+/// The timeline's lock (also taken before a `fork()`, see `crate::fork`).
+pub(crate) fn lock_timeline() -> MutexGuard<'static, Vec<Snapshot>> {
     TIMELINE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

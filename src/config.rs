@@ -18,7 +18,7 @@
 use std::ffi::CStr;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
 use once_cell::sync::OnceCell;
@@ -141,6 +141,9 @@ static STATE: AtomicU8 = AtomicU8::new(0);
 /// bits 2-8 depth (0 = keep the static one), bits 9-63 the sampling mean.
 static OVERRIDE: AtomicU64 = AtomicU64::new(0);
 static REPORT_PATH: OnceCell<PathBuf> = OnceCell::new();
+/// The process that read `report=`: a child it forks inherits the exit handler, and must not
+/// write its parent's report.
+static REPORT_PID: AtomicU32 = AtomicU32::new(0);
 
 /// Whether `HEAPDELTA` has been read and leaves the trackers' call-site settings as they are: the
 /// condition for a thread to record on the fast path, which uses those settings without a look
@@ -261,6 +264,7 @@ pub(crate) fn apply_once() {
                 ));
             }
             if REPORT_PATH.set(path).is_ok() {
+                REPORT_PID.store(std::process::id(), Ordering::Relaxed);
                 // SAFETY: `write_report_at_exit` is an `extern "C" fn()` that never unwinds.
                 if unsafe { libc::atexit(write_report_at_exit) } != 0 {
                     say("HEAPDELTA: could not register the exit report");
@@ -331,6 +335,9 @@ extern "C" fn write_report_at_exit() {
     let Some(path) = REPORT_PATH.get() else {
         return;
     };
+    if REPORT_PID.load(Ordering::Relaxed) != std::process::id() {
+        return;
+    }
     let result = std::panic::catch_unwind(|| at_exit_report(path));
     match result {
         Ok(Ok(())) => {}

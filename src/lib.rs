@@ -55,6 +55,7 @@ mod checkpoint;
 mod config;
 mod diff;
 mod error;
+mod fork;
 mod header;
 mod pool;
 mod report;

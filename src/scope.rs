@@ -16,6 +16,12 @@ static LEAKED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
 pub const OVERFLOW_TAG: &str = "(other tags)";
 
 fn tags() -> MutexGuard<'static, Vec<&'static str>> {
+    crate::fork::install();
+    lock_tags()
+}
+
+/// The tag table's lock (also taken before a `fork()`, see `crate::fork`).
+pub(crate) fn lock_tags() -> MutexGuard<'static, Vec<&'static str>> {
     TAGS.lock().unwrap_or_else(|p| p.into_inner())
 }
 

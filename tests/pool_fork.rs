@@ -6,33 +6,16 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+#[path = "children/wait.rs"]
+mod wait;
+use wait::wait_or_kill;
 
 static POOL: Pool = Pool::with_config(System, PoolConfig::CPYTHON);
 
 /// Heap slots per pool a thread can own (the 64th is the shared heap).
 const OWNED_HEAPS: usize = 63;
-
-/// Waits for `pid` up to `limit`; kills it and returns `None` if it is still running then.
-fn wait_or_kill(pid: libc::pid_t, limit: Duration) -> Option<i32> {
-    let start = Instant::now();
-    let mut status = 0;
-    loop {
-        // SAFETY: `pid` is our child; `status` is a valid out-pointer.
-        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
-            return Some(status);
-        }
-        if start.elapsed() > limit {
-            // SAFETY: as above; the child is reaped after the kill.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, &mut status, 0);
-            }
-            return None;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
 
 #[test]
 fn a_child_allocates_from_the_shared_heap_whoever_held_its_lock_at_the_fork() {

@@ -21,7 +21,7 @@ pub(crate) struct Core {
     pub arenas_current: AtomicU64,
     pub arenas_highwater: AtomicU64,
     /// Guards the shared fallback heap (slot 0). Here rather than in the `Pool` so that the fork
-    /// handlers (`stats::install_fork_handlers`) can reach it through the registry.
+    /// handlers (`crate::fork`) can reach it through the registry.
     pub shared_lock: SpinLock,
     /// The next core in the registry of live pools (`stats::register`); changed only under the
     /// registry's lock.

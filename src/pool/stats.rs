@@ -5,7 +5,7 @@ use super::config::{Geometry, MAX_CLASSES};
 use super::local::{SpinLock, FORK_PENDING};
 use super::stable::Core;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// What a `Pool` holds, with the meaning of CPython's `sys._debugmallocstats()`.
 ///
@@ -190,7 +190,7 @@ fn with_registry<R>(f: impl FnOnce(Registered) -> R) -> R {
 
 /// Records a live pool, whose core lives until it is unregistered.
 pub(crate) fn register(e: Entry) {
-    install_fork_handlers();
+    crate::fork::install();
     let core = e.core as *mut Core;
     REGISTRY.lock.lock();
     // SAFETY: `core` is the pool's live core, not registered yet; the lock is held, so the list
@@ -204,31 +204,12 @@ pub(crate) fn register(e: Entry) {
     REGISTRY.lock.unlock();
 }
 
-/// Registers, once per process, handlers that take the registry's lock and every registered
-/// pool's shared-heap lock just before `fork()` and release them in both processes after it.
-/// Without them, a lock some other thread held at the moment of the fork would stay held forever
-/// in the child, whose only thread would then spin on it. (Heaps owned by the parent's other
-/// threads need no lock; the child never adopts them, since one may have been mid-operation.)
-fn install_fork_handlers() {
-    static INSTALLED: AtomicBool = AtomicBool::new(false);
-    if INSTALLED.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    // SAFETY: the handlers are `extern "C"` functions without arguments, as `pthread_atfork`
-    // requires, and stay valid for the life of the process. Its result is ignored: without the
-    // handlers a pool behaves as before, which the `Pool` docs describe.
-    unsafe {
-        libc::pthread_atfork(
-            Some(lock_for_fork),
-            Some(unlock_after_fork),
-            Some(unlock_after_fork),
-        )
-    };
-}
-
-/// `pthread_atfork` prepare handler: waits for the registry and every pool's shared heap to be
-/// free and takes their locks (each is held for one allocator operation at most).
-extern "C" fn lock_for_fork() {
+/// Before `fork()` (see `crate::fork`): waits for the registry and every pool's shared heap to be
+/// free and takes their locks (each is held for one allocator operation at most). Without them,
+/// a lock some other thread held at the moment of the fork would stay held forever in the child.
+/// (Heaps owned by the parent's other threads need no lock; the child never adopts them, since
+/// one may have been mid-operation.)
+pub(crate) fn lock_for_fork() {
     FORK_PENDING.store(true, Ordering::Release);
     REGISTRY.lock.lock_for_fork();
     // SAFETY: the registry lock is held until `unlock_after_fork`.
@@ -237,8 +218,8 @@ extern "C" fn lock_for_fork() {
     }
 }
 
-/// `pthread_atfork` parent and child handler: releases what `lock_for_fork` took.
-extern "C" fn unlock_after_fork() {
+/// After `fork()`, in the parent and in the child: releases what `lock_for_fork` took.
+pub(crate) fn unlock_after_fork() {
     // SAFETY: `lock_for_fork` took the registry lock; it is released below.
     for core in unsafe { registered() } {
         core.shared_lock.unlock();

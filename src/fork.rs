@@ -1,0 +1,61 @@
+//! `fork()` and heapdelta's locks. A lock another thread holds at the moment of a fork stays held
+//! forever in the child, whose only thread would then wait on it: a checkpoint taken by the
+//! `every=` thread, for one, holds the timeline's lock for milliseconds. Handlers registered once
+//! per process take every such lock just before a fork, in one order (the timeline, the tag
+//! table, then the pools' registry and shared heaps, the order in which a checkpoint nests them),
+//! and release them in both processes after it.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::MutexGuard;
+
+use crate::snapshot::Snapshot;
+
+/// The locks `before_fork` takes on the forking thread, released by `after_fork`.
+type Held = (
+    MutexGuard<'static, Vec<Snapshot>>,
+    MutexGuard<'static, Vec<&'static str>>,
+);
+
+thread_local! {
+    /// What `before_fork` took on this thread (the one calling `fork`), until `after_fork`.
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
+}
+
+/// Registers the handlers, once per process (called by each lock's first user, so that a
+/// process that never takes one registers nothing).
+pub(crate) fn install() {
+    static INSTALLED: AtomicBool = AtomicBool::new(false);
+    if INSTALLED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: the handlers are `extern "C"` functions without arguments, as `pthread_atfork`
+    // requires, that never unwind and stay valid for the life of the process. Its result is
+    // ignored: without the handlers a fork is as safe as it was without heapdelta's locks.
+    unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
+}
+
+/// Prepare handler: waits for each lock to be free and takes it (each is held for one checkpoint,
+/// one tag lookup or one allocator operation at most).
+extern "C" fn before_fork() {
+    let held = (
+        crate::checkpoint::lock_timeline(),
+        crate::scope::lock_tags(),
+    );
+    crate::pool::lock_for_fork();
+    let _ = HELD.try_with(|h| {
+        if let Ok(mut h) = h.try_borrow_mut() {
+            *h = Some(held);
+        }
+    });
+}
+
+/// Parent and child handler: releases what `before_fork` took, in the opposite order.
+extern "C" fn after_fork() {
+    crate::pool::unlock_after_fork();
+    let _ = HELD.try_with(|h| {
+        if let Ok(mut h) = h.try_borrow_mut() {
+            h.take();
+        }
+    });
+}
