@@ -53,7 +53,7 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
             continue;
         };
         let (key, val) = (key.trim(), val.trim());
-        let shown = shown_key(key);
+        let shown = one_line(key);
         if seen.contains(&key) {
             errors.push(format!(
                 "{VAR}: {shown} is given more than once; using the last, {shown}={val:?}"
@@ -88,13 +88,16 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
     (config, errors)
 }
 
-/// A key as a message shows it: as written, or quoted and escaped when it holds a control
-/// character (a line break would split the message's one line).
-fn shown_key(key: &str) -> String {
-    if key.chars().any(char::is_control) {
-        format!("{key:?}")
+/// A key or a path as a message shows it: as written, or quoted and escaped when it holds a
+/// control character or a line separator (which would split the message's one line).
+fn one_line(text: &str) -> String {
+    if text
+        .chars()
+        .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
+    {
+        format!("{text:?}")
     } else {
-        key.to_string()
+        text.to_string()
     }
 }
 
@@ -260,7 +263,7 @@ pub(crate) fn apply_once() {
             if let Some(problem) = unwritable(&path) {
                 say(&format!(
                     "HEAPDELTA: report={}: {problem}; writing it at exit will fail unless that changes",
-                    path.display()
+                    one_line(&path.display().to_string())
                 ));
             }
             if REPORT_PATH.set(path).is_ok() {
@@ -343,7 +346,7 @@ extern "C" fn write_report_at_exit() {
         Ok(Ok(())) => {}
         Ok(Err(e)) => say(&format!(
             "HEAPDELTA: could not write the report to {}: {e}",
-            path.display()
+            one_line(&path.display().to_string())
         )),
         Err(_) => say("HEAPDELTA: writing the exit report failed"),
     }
@@ -459,6 +462,9 @@ mod tests {
     #[test]
     fn unknown_keys_and_missing_equals_are_reported() {
         assert!(bad("colour=red").1.contains("unknown key"));
+        assert!(bad("verbose").1.contains("key=value"));
+        assert!(bad("sites=sometimes").1.contains("sampled:BYTES"));
+        assert!(bad("report=").1.contains("path"));
     }
 
     #[test]
@@ -466,9 +472,6 @@ mod tests {
         let (_, msg) = bad("a\nb=1");
         assert_eq!(msg.lines().count(), 1, "{msg}");
         assert!(msg.contains(r#"bad "a\nb"="1""#), "{msg}");
-        assert!(bad("verbose").1.contains("key=value"));
-        assert!(bad("sites=sometimes").1.contains("sampled:BYTES"));
-        assert!(bad("report=").1.contains("path"));
     }
 
     #[test]

@@ -1,20 +1,28 @@
 //! `fork()` and heapdelta's locks. A lock another thread holds at the moment of a fork stays held
 //! forever in the child, whose only thread would then wait on it: a checkpoint taken by the
-//! `every=` thread, for one, holds the timeline's lock for milliseconds. Handlers registered once
-//! per process take every such lock just before a fork, in one order (the timeline, the tag
-//! table, then the pools' registry and shared heaps, the order in which a checkpoint nests them),
-//! and release them in both processes after it.
+//! `every=` thread, for one, holds the timeline's lock for milliseconds, and the first
+//! symbolisation holds the site cache's for a tenth of a second. Handlers registered once per
+//! process take heapdelta's locks just before a fork, in one order (the timeline, the tag table,
+//! the site and project-root caches, then the pools' registry and shared heaps: the order in
+//! which heapdelta's own code nests them), and release them in both processes after it. Locks of
+//! other libraries (the unwinder's, say) are theirs: a fork while another thread is inside one is
+//! as unsafe with heapdelta as without.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::MutexGuard;
 
+use crate::callsite::symbols;
 use crate::snapshot::Snapshot;
 
 /// The locks `before_fork` takes on the forking thread, released by `after_fork`.
 type Held = (
     MutexGuard<'static, Vec<Snapshot>>,
     MutexGuard<'static, Vec<&'static str>>,
+    (
+        MutexGuard<'static, symbols::Cache>,
+        MutexGuard<'static, symbols::Roots>,
+    ),
 );
 
 thread_local! {
@@ -38,9 +46,13 @@ pub(crate) fn install() {
 /// Prepare handler: waits for each lock to be free and takes it (each is held for one checkpoint,
 /// one tag lookup or one allocator operation at most).
 extern "C" fn before_fork() {
+    // The thread-local's first use may register its destructor, which can allocate: before any
+    // lock is held, so that an allocation cannot wait on one of them.
+    let _ = HELD.try_with(|_| ());
     let held = (
         crate::checkpoint::lock_timeline(),
         crate::scope::lock_tags(),
+        symbols::lock_for_fork(),
     );
     crate::pool::lock_for_fork();
     let _ = HELD.try_with(|h| {

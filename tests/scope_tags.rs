@@ -89,5 +89,8 @@ fn an_empty_tag_name_is_a_tag_like_any_other() {
     let mut tags: Vec<(&str, i64)> = d.tags().iter().map(|t| (t.tag, t.live_bytes)).collect();
     tags.sort();
     assert_eq!(tags, [("", 200), ("outer", 100)]);
+    let table = d.table(heapdelta::By::Tag, 10);
+    let named_empty = table.lines().any(|l| l.ends_with("  \"\""));
+    assert!(named_empty && !table.contains("(no tag)"), "{table}");
     drop(kept);
 }

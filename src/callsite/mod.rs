@@ -11,7 +11,7 @@ mod capture;
 mod intern;
 mod sampler;
 mod site;
-mod symbols;
+pub(crate) mod symbols;
 mod typename;
 
 pub(crate) use buffer::{StackBuffer, STACK_WORDS};

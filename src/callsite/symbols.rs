@@ -23,13 +23,32 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use super::intern::{self, SiteId, NO_SITE, OVERFLOW};
 use super::site::{Frame, Site};
 use super::typename;
 
-static CACHE: Mutex<Option<HashMap<SiteId, Site>>> = Mutex::new(None);
+/// Resolved sites, by id.
+pub(crate) type Cache = Option<HashMap<SiteId, Site>>;
+/// Project roots, by directory (see `project_root`).
+pub(crate) type Roots = Option<HashMap<String, Option<String>>>;
+
+static CACHE: Mutex<Cache> = Mutex::new(None);
+static ROOTS: Mutex<Roots> = Mutex::new(None);
+
+/// The resolved-site cache's and the project-root cache's locks, in the order `resolve` nests
+/// them, for `crate::fork` (a fork while another thread resolves would leave them held in the
+/// child).
+pub(crate) fn lock_for_fork() -> (MutexGuard<'static, Cache>, MutexGuard<'static, Roots>) {
+    let cache = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let roots = ROOTS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    (cache, roots)
+}
 
 /// Where a frame's code comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +75,7 @@ struct RawFrame {
 
 /// The symbolised, trimmed site of `id` (cached).
 pub fn resolve(id: SiteId) -> Site {
+    crate::fork::install();
     let mut cache = CACHE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -365,7 +385,6 @@ fn shorten_path(
 /// path dependency, or the file's package). `None` for a relative path or one outside any
 /// package on this machine. Cached per directory, since every frame of every site asks.
 fn project_root(path: &str) -> Option<String> {
-    static ROOTS: Mutex<Option<HashMap<String, Option<String>>>> = Mutex::new(None);
     let dir = std::path::Path::new(path).parent()?;
     if !dir.is_absolute() {
         return None;

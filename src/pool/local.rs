@@ -10,7 +10,9 @@
 //! * A per-thread cache maps a pool's unique id to the heap the thread owns in it, so the
 //!   allocation path is two thread-local loads and a compare. No lock is taken on that path.
 //! * Frees from a thread other than a heap's owner go on the heap's lock-free remote list
-//!   (`push_remote`), which the owner drains on its next allocation or when stats are read.
+//!   (`push_remote`), which the owner drains on its next allocation or when stats are read; into
+//!   a heap nobody uses (its owner has exited, or the shared heap while its lock is free) the
+//!   freeing thread frees them itself (`Pool::free_in_idle_heap`).
 
 use super::heap::{Counters, HeapState};
 use std::cell::{Cell, UnsafeCell};

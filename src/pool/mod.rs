@@ -51,8 +51,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// Each thread allocates from its own heap, a complete pymalloc state with its own arenas, so
 /// there is no lock on the allocation path. A block freed by a thread other than its heap's owner
 /// is pushed on that heap's lock-free remote list and really freed when the owner next allocates
-/// (or when stats are read); when the owner has exited, it is freed at once, with any blocks still
-/// waiting on the list. When a thread exits its heap is adopted by the next thread that needs one;
+/// (or when stats are read); when the owner has exited, or the block is the shared heap's and no
+/// thread holds that heap's lock, it is freed at once, with any blocks still waiting on the list. When a thread exits its heap is adopted by the next thread that needs one;
 /// nothing is lost. With several threads:
 /// * every counter is the sum over heaps; `arenas_*` are counted for the whole pool, but each heap
 ///   keeps its own arenas (and its own one wholly free arena), so more arenas are live than one
@@ -396,7 +396,8 @@ impl<A: GlobalAlloc> Pool<A> {
             }
         };
         if heap.index == 0 {
-            if !core.shared_lock.try_lock() {
+            // Not while a fork waits for the lock (see `SpinLock::lock`): the block can wait.
+            if local::FORK_PENDING.load(Ordering::Acquire) || !core.shared_lock.try_lock() {
                 return false;
             }
             free();

@@ -263,11 +263,11 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// the counters are read.
 ///
 /// Unlike [`Pool::stats`](crate::Pool::stats), this reads the counters without applying pending
-/// cross-thread frees: blocks freed by one thread into another thread's heap count as in use
-/// until that heap's owner next allocates, and for the heap of a thread that has exited, until a
-/// new thread takes that heap over, which may never happen. Counters read while other threads
-/// allocate can be a moment apart: a class may show a block in use in a pool just given back. Never deadlocks; allocates only the probe and the
-/// result, with no lock held.
+/// cross-thread frees: a block one thread frees into the heap of another, running thread counts
+/// as in use until that heap's owner next allocates. (A block freed into the heap of a thread
+/// that has exited is freed at once, and with it any blocks still waiting there.) Counters read
+/// while other threads allocate can be a moment apart: a class may show a block in use in a pool
+/// just given back. Never deadlocks; allocates only the probe and the result, with no lock held.
 ///
 /// ```
 /// // Here the global allocator is `System`, so there is no global pool.

@@ -37,13 +37,14 @@ fn round_number(v: f64) -> String {
 const X_LABELS: usize = 12;
 
 /// The checkpoints named under the x axis, of `n`: every one when they fit, else every k-th from
-/// the first, and always the last (the one before it dropped when nearer to it than k).
+/// the first, the last of those replaced by the last checkpoint when it is not one of them (so
+/// the last two named are k to 2k − 1 apart, never crowded).
 fn label_points(n: usize) -> Vec<f64> {
     let last = n.saturating_sub(1);
     let every = last.div_ceil(X_LABELS - 1).max(1);
     let mut points: Vec<usize> = (0..=last).step_by(every).collect();
     if points.last() != Some(&last) {
-        if points.len() > 1 && last - points[points.len() - 1] < every {
+        if points.len() > 1 {
             points.pop();
         }
         points.push(last);

@@ -208,8 +208,9 @@ impl Delta {
                     .tags()
                     .iter()
                     .map(|t| {
+                        // Untagged blocks have no row; `scope("")` is a tag, named as written.
                         let name = match t.tag {
-                            "" => "(no tag)".to_string(),
+                            "" => "\"\"".to_string(),
                             tag => OneLine(tag).to_string(),
                         };
                         (t.live_bytes, t.live_blocks, bytes(t.allocated_bytes), name)
