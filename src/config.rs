@@ -353,8 +353,24 @@ extern "C" fn write_report_at_exit() {
 }
 
 /// One line on stderr, written directly (never waits for the stderr lock another thread holds).
+/// `line` with every line break or other control character escaped (`\n`), so that a message
+/// stays one line whatever text (an error naming a path, say) went into it.
+fn flattened(line: &str) -> String {
+    let mut text = String::with_capacity(line.len() + 1);
+    for c in line.chars() {
+        if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+            text.extend(c.escape_default());
+        } else {
+            text.push(c);
+        }
+    }
+    text
+}
+
+/// Writes one message line on stderr.
 fn say(line: &str) {
-    let text = format!("{line}\n");
+    let mut text = flattened(line);
+    text.push('\n');
     // SAFETY: writing a valid buffer of `text.len()` bytes to fd 2.
     unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
 }
@@ -484,6 +500,14 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         assert!(labels.contains(&Some("before exit")), "{labels:?}");
         assert_eq!(labels.last(), Some(&Some("exit")));
+    }
+
+    #[test]
+    fn a_message_with_a_line_break_in_it_is_written_on_one_line() {
+        assert_eq!(
+            flattened("its directory /a\nb cannot be used"),
+            "its directory /a\\nb cannot be used"
+        );
     }
 
     #[test]

@@ -1,28 +1,31 @@
 //! `fork()` and heapdelta's locks. A lock another thread holds at the moment of a fork stays held
 //! forever in the child, whose only thread would then wait on it: a checkpoint taken by the
-//! `every=` thread, for one, holds the timeline's lock for milliseconds, and the first
-//! symbolisation holds the site cache's for a tenth of a second. Handlers registered once per
-//! process take heapdelta's locks just before a fork, in one order (the timeline, the tag table,
-//! the site and project-root caches, then the pools' registry and shared heaps: the order in
-//! which heapdelta's own code nests them), and release them in both processes after it. Locks of
-//! other libraries (the unwinder's, say) are theirs: a fork while another thread is inside one is
-//! as unsafe with heapdelta as without.
+//! `every=` thread, for one, holds the timeline's lock for milliseconds, and resolving call sites
+//! holds the site cache's while it reads debug info. Handlers registered once per process take
+//! heapdelta's mutexes and spin locks just before a fork, in one order (the timeline, the tag
+//! table, the table of tag names read from files, the site cache, then the pools' registry and
+//! shared heaps: the order in which heapdelta's own code nests them), and release them in both
+//! processes after it. The site cache covers what is only used under it (the project-root cache,
+//! the unwinder's symbol lock on heapdelta's behalf).
+//!
+//! Not covered: the one-time initialisers of the clock and the program's path (a fork during the
+//! first snapshot's first microseconds), and locks of other libraries (a fork while another
+//! thread is inside the unwinder on the program's own account is as unsafe as without heapdelta).
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::MutexGuard;
 
 use crate::callsite::symbols;
+use crate::scope;
 use crate::snapshot::Snapshot;
 
 /// The locks `before_fork` takes on the forking thread, released by `after_fork`.
 type Held = (
     MutexGuard<'static, Vec<Snapshot>>,
     MutexGuard<'static, Vec<&'static str>>,
-    (
-        MutexGuard<'static, symbols::Cache>,
-        MutexGuard<'static, symbols::Roots>,
-    ),
+    MutexGuard<'static, scope::Leaked>,
+    MutexGuard<'static, symbols::Cache>,
 );
 
 thread_local! {
@@ -43,16 +46,18 @@ pub(crate) fn install() {
     unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
 }
 
-/// Prepare handler: waits for each lock to be free and takes it (each is held for one checkpoint,
-/// one tag lookup or one allocator operation at most).
+/// Prepare handler: waits for each lock to be free and takes it. Each is held for one checkpoint,
+/// one tag lookup, one symbolisation (which may read debug info first) or one allocator
+/// operation at most, so a fork waits at most for those.
 extern "C" fn before_fork() {
     // The thread-local's first use may register its destructor, which can allocate: before any
     // lock is held, so that an allocation cannot wait on one of them.
     let _ = HELD.try_with(|_| ());
     let held = (
         crate::checkpoint::lock_timeline(),
-        crate::scope::lock_tags(),
-        symbols::lock_for_fork(),
+        scope::lock_tags(),
+        scope::lock_leaked(),
+        symbols::lock_cache(),
     );
     crate::pool::lock_for_fork();
     let _ = HELD.try_with(|h| {
@@ -62,7 +67,8 @@ extern "C" fn before_fork() {
     });
 }
 
-/// Parent and child handler: releases what `before_fork` took, in the opposite order.
+/// Parent and child handler: releases what `before_fork` took (the pools' locks first; the order
+/// of releases does not matter).
 extern "C" fn after_fork() {
     crate::pool::unlock_after_fork();
     let _ = HELD.try_with(|h| {

@@ -10,7 +10,13 @@ use crate::thread;
 /// Registered tags; index 0 is "no tag" and the last index collects every tag past the limit.
 static TAGS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 /// Tag names read back from files, made `'static` once each.
-static LEAKED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+pub(crate) type Leaked = Option<HashSet<&'static str>>;
+static LEAKED: Mutex<Leaked> = Mutex::new(None);
+
+/// The lock of the tag names read from files (also taken before a `fork()`, see `crate::fork`).
+pub(crate) fn lock_leaked() -> MutexGuard<'static, Leaked> {
+    LEAKED.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// The name reports use for allocations past the tag limit.
 pub const OVERFLOW_TAG: &str = "(other tags)";
@@ -61,7 +67,8 @@ pub(crate) fn static_tag(name: &str) -> &'static str {
     if name == OVERFLOW_TAG {
         return OVERFLOW_TAG;
     }
-    let mut leaked = LEAKED.lock().unwrap_or_else(|p| p.into_inner());
+    crate::fork::install();
+    let mut leaked = lock_leaked();
     let set = leaked.get_or_insert_with(HashSet::new);
     if let Some(t) = set.get(name) {
         return t;

@@ -15,7 +15,7 @@ use wait::wait_or_kill;
 #[global_allocator]
 static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
 
-/// Forks made while the other thread reads the timeline.
+/// Forks made in each test, while another thread holds the lock now and then.
 const FORKS: usize = 60;
 
 /// Forks `FORKS` times while `busy` runs in a loop on another thread; each child runs `child` and

@@ -31,23 +31,16 @@ use super::typename;
 
 /// Resolved sites, by id.
 pub(crate) type Cache = Option<HashMap<SiteId, Site>>;
-/// Project roots, by directory (see `project_root`).
-pub(crate) type Roots = Option<HashMap<String, Option<String>>>;
 
 static CACHE: Mutex<Cache> = Mutex::new(None);
-static ROOTS: Mutex<Roots> = Mutex::new(None);
 
-/// The resolved-site cache's and the project-root cache's locks, in the order `resolve` nests
-/// them, for `crate::fork` (a fork while another thread resolves would leave them held in the
-/// child).
-pub(crate) fn lock_for_fork() -> (MutexGuard<'static, Cache>, MutexGuard<'static, Roots>) {
-    let cache = CACHE
+/// The resolved-site cache's lock, held for a whole `resolve` (for `crate::fork`: a fork while
+/// another thread resolves would leave it held in the child). What `resolve` alone uses, the
+/// project-root cache among it, is free whenever this is.
+pub(crate) fn lock_cache() -> MutexGuard<'static, Cache> {
+    CACHE
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let roots = ROOTS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    (cache, roots)
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Where a frame's code comes from.
@@ -76,9 +69,7 @@ struct RawFrame {
 /// The symbolised, trimmed site of `id` (cached).
 pub fn resolve(id: SiteId) -> Site {
     crate::fork::install();
-    let mut cache = CACHE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut cache = lock_cache();
     if let Some(site) = cache.as_ref().and_then(|map| map.get(&id)) {
         return site.clone();
     }
@@ -385,6 +376,7 @@ fn shorten_path(
 /// path dependency, or the file's package). `None` for a relative path or one outside any
 /// package on this machine. Cached per directory, since every frame of every site asks.
 fn project_root(path: &str) -> Option<String> {
+    static ROOTS: Mutex<Option<HashMap<String, Option<String>>>> = Mutex::new(None);
     let dir = std::path::Path::new(path).parent()?;
     if !dir.is_absolute() {
         return None;
