@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use once_cell::sync::OnceCell;
 
+use crate::report::text::{breaks_line, OneLine};
 use crate::tracker::CallSites;
 
 /// The environment variable read.
@@ -88,13 +89,10 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
     (config, errors)
 }
 
-/// A key or a path as a message shows it: as written, or quoted and escaped when it holds a
-/// control character or a line separator (which would split the message's one line).
+/// A key as a message shows it: as written, or quoted and escaped when it holds a control
+/// character or a line separator (which would split the message's one line).
 fn one_line(text: &str) -> String {
-    if text
-        .chars()
-        .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
-    {
+    if text.chars().any(breaks_line) {
         format!("{text:?}")
     } else {
         text.to_string()
@@ -263,7 +261,7 @@ pub(crate) fn apply_once() {
             if let Some(problem) = unwritable(&path) {
                 say(&format!(
                     "HEAPDELTA: report={}: {problem}; writing it at exit will fail unless that changes",
-                    one_line(&path.display().to_string())
+                    path.display()
                 ));
             }
             if REPORT_PATH.set(path).is_ok() {
@@ -346,31 +344,17 @@ extern "C" fn write_report_at_exit() {
         Ok(Ok(())) => {}
         Ok(Err(e)) => say(&format!(
             "HEAPDELTA: could not write the report to {}: {e}",
-            one_line(&path.display().to_string())
+            path.display()
         )),
         Err(_) => say("HEAPDELTA: writing the exit report failed"),
     }
 }
 
 /// One line on stderr, written directly (never waits for the stderr lock another thread holds).
-/// `line` with every line break or other control character escaped (`\n`), so that a message
-/// stays one line whatever text (an error naming a path, say) went into it.
-fn flattened(line: &str) -> String {
-    let mut text = String::with_capacity(line.len() + 1);
-    for c in line.chars() {
-        if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
-            text.extend(c.escape_default());
-        } else {
-            text.push(c);
-        }
-    }
-    text
-}
-
-/// Writes one message line on stderr.
+/// Any line break in `line` (an error's text naming a path, say) is escaped, so that every message
+/// stays one line.
 fn say(line: &str) {
-    let mut text = flattened(line);
-    text.push('\n');
+    let text = format!("{}\n", OneLine(line));
     // SAFETY: writing a valid buffer of `text.len()` bytes to fd 2.
     unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
 }
@@ -500,14 +484,6 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         assert!(labels.contains(&Some("before exit")), "{labels:?}");
         assert_eq!(labels.last(), Some(&Some("exit")));
-    }
-
-    #[test]
-    fn a_message_with_a_line_break_in_it_is_written_on_one_line() {
-        assert_eq!(
-            flattened("its directory /a\nb cannot be used"),
-            "its directory /a\\nb cannot be used"
-        );
     }
 
     #[test]

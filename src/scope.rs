@@ -9,8 +9,9 @@ use crate::thread;
 
 /// Registered tags; index 0 is "no tag" and the last index collects every tag past the limit.
 static TAGS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-/// Tag names read back from files, made `'static` once each.
+/// The set of tag names read back from files.
 pub(crate) type Leaked = Option<HashSet<&'static str>>;
+/// Tag names read back from files, made `'static` once each.
 static LEAKED: Mutex<Leaked> = Mutex::new(None);
 
 /// The lock of the tag names read from files (also taken before a `fork()`, see `crate::fork`).

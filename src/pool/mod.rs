@@ -54,8 +54,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// (or when stats are read); when the owner has exited, or the block is the shared heap's and no
 /// thread holds that heap's lock, it is freed at once, with any blocks still waiting on the list
 /// (unless another thread is freeing into or reading that heap at that moment, or a fork is in
-/// progress: then it waits on the list too). When a thread exits its heap is adopted by the next thread that needs one;
-/// nothing is lost. With several threads:
+/// progress: then it waits on the list too). When a thread exits its heap is adopted by the next
+/// thread that needs one; nothing is lost. With several threads:
 /// * every counter is the sum over heaps; `arenas_*` are counted for the whole pool, but each heap
 ///   keeps its own arenas (and its own one wholly free arena), so more arenas are live than one
 ///   CPython heap would hold for the same blocks;
@@ -67,10 +67,10 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// Threads beyond the heap slots (63 per pool) or the thread records (1,024 live threads), and
 /// threads whose thread-locals are being torn down, share one fallback heap under a short lock
 /// (spinning, then sleeping); a thread without a heap of its own looks through the heap slots
-/// again every 1,024 operations, in case one has become free. `fork()` waits for that lock to be free in every pool, so the child
-/// starts with it free; the forking thread keeps its own heap in the child, or takes the shared
-/// one. Heaps owned by the parent's other threads are never adopted in the child (one may have
-/// been mid-operation): their memory stays reserved there.
+/// again every 1,024 operations, in case one has become free. `fork()` waits for that lock to be
+/// free in every pool, so the child starts with it free; the forking thread keeps its own heap in
+/// the child, or takes the shared one. Heaps owned by the parent's other threads are never adopted
+/// in the child (one may have been mid-operation): their memory stays reserved there.
 ///
 /// The inner allocator `A` must not allocate through the global allocator when the `Pool` is the
 /// global allocator: it is called with the shared heap's lock held.

@@ -267,9 +267,10 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// as in use until that heap's owner next allocates. A block freed into the heap of a thread that
 /// has exited is freed at once, and with it any blocks still waiting there, unless another thread
 /// holds that heap at that moment (freeing into it, or reading it for `Pool::stats`): then it
-/// waits until the next free into that heap, or until a new thread takes the heap over. Counters read
-/// while other threads allocate can be a moment apart: a class may show a block in use in a pool
-/// just given back. Never deadlocks; allocates only the probe and the result, with no lock held.
+/// waits until the next free into that heap, or until a new thread takes the heap over. Counters
+/// read while other threads allocate can be a moment apart: a class may show a block in use in a
+/// pool just given back. Never deadlocks; allocates only the probe and the result, with no lock
+/// held.
 ///
 /// ```
 /// // Here the global allocator is `System`, so there is no global pool.

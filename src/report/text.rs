@@ -11,14 +11,19 @@ use crate::pool::{ClassStats, PoolStats};
 /// Sites, types and classes listed under a step line.
 const TOP: usize = 5;
 
-/// `s` with control characters escaped (`\n`, `\u{1b}`): a label or name read from a file stays
-/// on its line and cannot drive the terminal.
+/// `s` with control characters and line separators escaped (`\n`, `\u{1b}`, `\u{2028}`): a
+/// label or name read from a file stays on its line and cannot drive the terminal.
 pub(crate) struct OneLine<'a>(pub &'a str);
+
+/// Whether `c` would break a line or drive a terminal: what `OneLine` escapes.
+pub(crate) fn breaks_line(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+}
 
 impl Display for OneLine<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         for c in self.0.chars() {
-            if c.is_control() {
+            if breaks_line(c) {
                 write!(f, "{}", c.escape_default())?;
             } else {
                 fmt::Write::write_char(f, c)?;
@@ -510,6 +515,14 @@ mod tests {
             "step\\n2\\u{1b}[31m"
         );
         assert_eq!(OneLine("plain étape").to_string(), "plain étape");
+    }
+
+    #[test]
+    fn line_separators_in_a_name_are_escaped() {
+        assert_eq!(
+            OneLine("a\u{2028}b\u{2029}c").to_string(),
+            "a\\u{2028}b\\u{2029}c"
+        );
     }
 
     #[test]
