@@ -58,6 +58,53 @@ fn timeline_round_trips_equal() {
 }
 
 #[test]
+fn a_timeline_file_gives_each_site_its_frames_once() {
+    let t = demo_timeline();
+    let mut out = Vec::new();
+    t.write_json_to(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    // Five checkpoints name the cache's site; its frames are written once, in the site table.
+    assert_eq!(common::timeline_file().matches("Cache::insert").count(), 5);
+    assert_eq!(text.matches("Cache::insert").count(), 1, "{text}");
+    assert!(text.contains(r#""heapdelta_format":2"#));
+}
+
+#[test]
+fn a_version_1_timeline_with_frames_in_every_checkpoint_still_reads() {
+    assert!(common::timeline_file().contains(r#""heapdelta_format":1"#));
+    let d = demo_timeline().between("step 1", "step 4").unwrap();
+    assert!(d.sites().iter().any(|s| s.site.to_string().contains("Cache::insert")));
+}
+
+#[test]
+fn sites_of_two_runs_under_one_id_keep_their_own_frames() {
+    let mut checkpoints: Vec<serde_json::Value> = (0..=1).map(common::snapshot).collect();
+    checkpoints[1]["sites"][0]["site"]["frames"][0]["function"] = "other::run::site".into();
+    let t = Timeline::read_json_from(common::timeline_file_of(checkpoints).as_bytes()).unwrap();
+    let mut out = Vec::new();
+    t.write_json_to(&mut out).unwrap();
+    let back = Timeline::read_json_from(&out[..]).unwrap();
+    assert_eq!(back, t);
+    assert!(String::from_utf8(out).unwrap().contains("other::run::site"));
+}
+
+#[test]
+fn a_site_table_listing_an_id_twice_is_rejected() {
+    let site = serde_json::to_value(&common::snapshot(1)["sites"][0]["site"]).unwrap();
+    let text = serde_json::json!({
+        "heapdelta_format": 2,
+        "kind": "timeline",
+        "sites": [{"id": 1, "site": site}, {"id": 1, "site": site}],
+        "checkpoints": [common::snapshot(1)],
+    })
+    .to_string();
+    match Timeline::read_json_from(text.as_bytes()) {
+        Err(Error::Format(msg)) => assert!(msg.contains("listed twice"), "{msg}"),
+        other => panic!("expected a format error, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_read_snapshot_keeps_label_totals_and_sites_with_frames() {
     let s = demo_snapshot();
     assert_eq!(s.label(), Some("step 4"));
@@ -130,12 +177,12 @@ fn json_without_the_version_field_is_not_a_heapdelta_file() {
 #[test]
 fn a_newer_format_version_is_a_version_error() {
     let newer =
-        common::snapshot_file().replace(r#""heapdelta_format":1"#, r#""heapdelta_format":2"#);
+        common::snapshot_file().replace(r#""heapdelta_format":1"#, r#""heapdelta_format":3"#);
     match Snapshot::read_json_from(newer.as_bytes()) {
         Err(
             e @ Error::Version {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
             },
         ) => {
             assert!(e.to_string().contains("upgrade heapdelta"))

@@ -1,26 +1,33 @@
 //! heapdelta's own JSON files: a snapshot or a timeline in a versioned envelope.
 //!
 //! ```text
-//! {"heapdelta_format": 1, "kind": "snapshot", "snapshot": {...}}
-//! {"heapdelta_format": 1, "kind": "timeline", "checkpoints": [{...}, ...]}
+//! {"heapdelta_format": 2, "kind": "snapshot", "snapshot": {...}}
+//! {"heapdelta_format": 2, "kind": "timeline", "sites": [{"id": 1, "site": {...}}, ...],
+//!  "checkpoints": [{...}, ...]}
 //! ```
 //!
 //! Sites are written with their resolved frames, so a file read back by another process diffs
-//! by call site, not by the writing process's interned ids.
+//! by call site, not by the writing process's interned ids. A timeline lists each site's frames
+//! once, in `sites`, and its checkpoints name them by id; a checkpoint's site keeps its frames
+//! inline only when another site already holds its id in the table (checkpoints of another run).
+//! Version 1, still read, had no table: every checkpoint carried every site's frames, so a long
+//! run's timeline repeated them thousands of times.
 
+use std::collections::btree_map::{BTreeMap, Entry};
 use std::io::{self, Read, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::callsite::{Site, SiteId};
 use crate::diff::Timeline;
 use crate::error::Error;
 use crate::report::write_file;
 use crate::snapshot::Snapshot;
 
-/// The newest file format version this build writes and reads.
-pub(crate) const FORMAT_VERSION: u64 = 1;
+/// The file format version this build writes; it reads every version up to this one.
+pub(crate) const FORMAT_VERSION: u64 = 2;
 
 const SNAPSHOT: &str = "snapshot";
 const TIMELINE: &str = "timeline";
@@ -36,7 +43,15 @@ struct SnapshotFile<'a> {
 struct TimelineFile<'a> {
     heapdelta_format: u64,
     kind: &'static str,
+    sites: &'a [SiteEntry],
     checkpoints: &'a [Snapshot],
+}
+
+/// One call site of a timeline's table.
+#[derive(Serialize, Deserialize)]
+struct SiteEntry {
+    id: SiteId,
+    site: Site,
 }
 
 #[derive(Deserialize)]
@@ -46,6 +61,8 @@ struct SnapshotBody {
 
 #[derive(Deserialize)]
 struct TimelineBody {
+    #[serde(default)]
+    sites: Vec<SiteEntry>,
     checkpoints: Vec<Snapshot>,
 }
 
@@ -112,8 +129,9 @@ pub(crate) fn read_contents(r: impl Read) -> Result<Contents, Error> {
             }
             Some(TIMELINE) => {
                 let body: TimelineBody = serde_json::from_value(value).map_err(format_error)?;
-                check_timeline(&body.checkpoints).map_err(Error::Format)?;
-                Ok(Contents::Timeline(Timeline::new(body.checkpoints)))
+                let checkpoints = with_site_table(body).map_err(Error::Format)?;
+                check_timeline(&checkpoints).map_err(Error::Format)?;
+                Ok(Contents::Timeline(Timeline::new(checkpoints)))
             }
             Some(other) => Err(Error::Format(format!(
                 "unknown kind {other:?} (expected \"snapshot\" or \"timeline\")"
@@ -204,6 +222,41 @@ fn repeated<K: Eq + std::hash::Hash + std::fmt::Debug>(
         }
     }
     Ok(())
+}
+
+/// Moves every site's frames out of `checkpoints` into a table, each site once (see the module
+/// docs); the table lists sites by id.
+fn site_table(checkpoints: &mut [Snapshot]) -> Vec<SiteEntry> {
+    let mut table = BTreeMap::new();
+    for c in checkpoints.iter_mut().flat_map(|s| s.sites.iter_mut()) {
+        if let Some(site) = c.site.take() {
+            match table.entry(c.id) {
+                Entry::Vacant(e) => {
+                    e.insert(site);
+                }
+                Entry::Occupied(e) if *e.get() == site => {}
+                Entry::Occupied(_) => c.site = Some(site),
+            }
+        }
+    }
+    table
+        .into_iter()
+        .map(|(id, site)| SiteEntry { id, site })
+        .collect()
+}
+
+/// A timeline file's checkpoints with the frames of the table's sites put back in (a version 1
+/// file has no table and every frame inline); an error if the table lists an id twice.
+fn with_site_table(body: TimelineBody) -> Result<Vec<Snapshot>, String> {
+    repeated(body.sites.iter().map(|e| e.id), "the site table's site")?;
+    let table: BTreeMap<SiteId, Site> = body.sites.into_iter().map(|e| (e.id, e.site)).collect();
+    let mut checkpoints = body.checkpoints;
+    for c in checkpoints.iter_mut().flat_map(|s| s.sites.iter_mut()) {
+        if c.site.is_none() {
+            c.site = table.get(&c.id).cloned();
+        }
+    }
+    Ok(checkpoints)
 }
 
 /// `check_snapshot` for each checkpoint. (Their order is not checked: checkpoints taken by two
@@ -317,11 +370,13 @@ impl Timeline {
             for s in &mut resolved {
                 s.resolve_sites();
             }
+            let sites = site_table(&mut resolved);
             serde_json::to_writer(
                 w,
                 &TimelineFile {
                     heapdelta_format: FORMAT_VERSION,
                     kind: TIMELINE,
+                    sites: &sites,
                     checkpoints: &resolved,
                 },
             )
