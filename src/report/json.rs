@@ -289,7 +289,7 @@ impl Snapshot {
     /// ```
     /// let mut out = Vec::new();
     /// heapdelta::snapshot().write_json_to(&mut out)?;
-    /// assert!(out.starts_with(b"{\"heapdelta_format\":1"));
+    /// assert!(out.starts_with(b"{\"heapdelta_format\":2"));
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_json_to(&self, w: impl Write) -> io::Result<()> {
