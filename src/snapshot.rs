@@ -184,6 +184,10 @@ impl Snapshot {
             if peak_bytes >= s.totals.live_bytes {
                 s.totals.peak_bytes = peak_bytes;
                 s.totals.peak_blocks = peak_blocks;
+            } else {
+                // Live above the peak: other threads' growth not folded yet. The live figure is
+                // one the heap reached, so the peak is raised to it, for later snapshots too.
+                stats::raise_peak(s.totals.live_bytes as i64, s.totals.live_blocks as i64);
             }
             s.pool = pool_stats();
             s

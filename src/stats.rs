@@ -611,7 +611,8 @@ pub const FLUSH_FLOOR: i64 = -16 * 1024;
 /// the live heap (global figure + its own pending change) exceeds it, and sets the next limit.
 /// With one thread the peak is exact; with several it can miss up to 256 KiB per other thread
 /// (their unfolded growth) and overstate by less than 16 KiB per other thread (their unfolded
-/// frees), and `snapshot` never reports a peak below the live figure.
+/// frees); `snapshot` raises the peak to the live figure it reads when that is higher, so no
+/// later snapshot reports a peak below it.
 #[cold]
 pub fn refresh(p: &mut Pending) {
     if p.bytes >= FLUSH_BYTES || needs_flush(p.bytes) {

@@ -73,7 +73,10 @@ fn a_timeline_file_gives_each_site_its_frames_once() {
 fn a_version_1_timeline_with_frames_in_every_checkpoint_still_reads() {
     assert!(common::timeline_file().contains(r#""heapdelta_format":1"#));
     let d = demo_timeline().between("step 1", "step 4").unwrap();
-    assert!(d.sites().iter().any(|s| s.site.to_string().contains("Cache::insert")));
+    assert!(d
+        .sites()
+        .iter()
+        .any(|s| s.site.to_string().contains("Cache::insert")));
 }
 
 #[test]
