@@ -6,7 +6,7 @@
 //! | `sites` | `exact`, `off`, `sampled:BYTES` | call-site mode ([`CallSites`]) |
 //! | `depth` | 1 to 64 | frames kept per call site |
 //! | `report` | a path | at exit, write the timeline and a final snapshot there (JSON) |
-//! | `every` | seconds, at least 0.1, e.g. `10` or `0.5` | take a checkpoint automatically at that interval |
+//! | `every` | seconds, at least 0.1, e.g. `10`, `0.5` or `10s` | take a checkpoint automatically at that interval |
 //!
 //! A malformed entry is reported as one line naming its key, and that setting keeps its default;
 //! the other entries still apply.
@@ -128,8 +128,10 @@ const MIN_EVERY_SECS: f64 = 0.1;
 
 fn parse_every(val: &str) -> Result<Duration, String> {
     let expected =
-        || format!("expected a number of seconds of at least {MIN_EVERY_SECS}, e.g. 10 or 0.5");
-    let secs: f64 = val.parse().map_err(|_| expected())?;
+        || format!("expected a number of seconds of at least {MIN_EVERY_SECS}, e.g. 10 or 0.5s");
+    // `10s` as well as `10`: the checkpoints' labels are written with the `s`.
+    let number = val.strip_suffix('s').unwrap_or(val);
+    let secs: f64 = number.parse().map_err(|_| expected())?;
     if secs.is_nan() || secs < MIN_EVERY_SECS {
         return Err(expected());
     }
@@ -415,6 +417,14 @@ mod tests {
     fn every_takes_whole_and_fractional_seconds() {
         assert_eq!(ok("every=10").every, Some(Duration::from_secs(10)));
         assert_eq!(ok("every=0.5").every, Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn every_takes_seconds_written_with_their_unit() {
+        assert_eq!(ok("every=10s").every, Some(Duration::from_secs(10)));
+        assert_eq!(ok("every=0.5s").every, Some(Duration::from_millis(500)));
+        assert_eq!(bad("every=10ms").0.every, None);
+        assert_eq!(bad("every=s").0.every, None);
     }
 
     #[test]
