@@ -87,6 +87,11 @@ pub(crate) fn static_tag(name: &str) -> &'static str {
 /// dropped in reverse order of creation (as scoped bindings are); dropping an outer guard before
 /// an inner one leaves the outer tag current after both.
 ///
+/// The tag belongs to the thread, not to a task: in async code, a guard held across an `.await`
+/// also tags whatever other tasks run on that thread meanwhile (the guard is not `Send`, so a
+/// multi-threaded runtime's `spawn` refuses such a future, but `block_on`, a `LocalSet` or a
+/// current-thread runtime accept it). Open the scope around synchronous work between awaits.
+///
 /// ```
 /// let _g = heapdelta::scope("parse");
 /// let tokens: Vec<String> = "a b c".split(' ').map(String::from).collect();
