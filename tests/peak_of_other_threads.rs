@@ -1,5 +1,6 @@
-//! A snapshot sees the peak another thread reached, to within 64 KiB, even when that thread has
-//! freed everything again, is still running, and took no snapshot itself.
+//! A snapshot sees the peak another thread reached, to within 64 KiB of its highs (and what the
+//! other threads hold unfolded), even when that thread has freed everything again, is still
+//! running, and took no snapshot itself.
 
 use std::sync::mpsc;
 
@@ -9,7 +10,11 @@ static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
 #[test]
 fn a_peak_reached_and_left_on_a_running_thread_is_in_the_next_snapshot() {
     let before = heapdelta::snapshot().totals();
-    let bound = before.live_bytes + 200 * 1024 - 64 * 1024;
+    // The worker's view of the live heap is the folded figure plus its own change: it misses what
+    // this test's other threads (this one, the harness's) allocated and have not folded yet, a
+    // few KiB here, as well as up to 64 KiB of its own unpublished highs.
+    let unfolded_elsewhere = 32 * 1024;
+    let bound = before.live_bytes + 200 * 1024 - 64 * 1024 - unfolded_elsewhere;
     assert!(
         before.peak_bytes < bound,
         "the peak is already {}",
