@@ -416,7 +416,74 @@ fn the_types_line_counts_blocks_of_unknown_type() {
     let text = timeline.between("step 1", "step 4").unwrap().to_string();
     let types = text.lines().find(|l| l.trim_start().starts_with("types:"));
     assert!(
-        types.is_some_and(|l| l.contains("(unknown) +60 blk")),
+        types.is_some_and(|l| l.contains("(unknown) +1.9 KiB (+60 blk)")),
         "{text}"
+    );
+}
+
+/// The demo timeline with `n` more sites like the cache's (other functions, growing as much).
+fn timeline_with_more_cache_like_sites(n: usize) -> Timeline {
+    let checkpoints: Vec<serde_json::Value> = (0..=common::STEPS)
+        .map(|steps| {
+            let mut c = common::snapshot(steps);
+            let sites = c["sites"].as_array_mut().unwrap();
+            for k in 0..n {
+                let mut other = sites[0].clone();
+                other["id"] = (100 + k).into();
+                other["site"]["frames"][0]["function"] = format!("service::copy_{k}").into();
+                sites.push(other);
+            }
+            c
+        })
+        .collect();
+    Timeline::read_json_from(common::timeline_file_of(checkpoints).as_bytes())
+        .expect("the timeline reads")
+}
+
+#[test]
+fn a_step_says_how_many_growing_sites_it_did_not_list() {
+    let text = timeline_with_more_cache_like_sites(5)
+        .between("step 1", "step 4")
+        .unwrap()
+        .to_string();
+    // Seven sites grew (the cache's, its five copies, the log's); five are listed.
+    assert_eq!(text.matches("  service::").count(), 5, "{text}");
+    assert!(
+        text.contains("… and 2 more sites that changed less"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_types_line_shows_a_type_that_grew_by_reallocation_alone() {
+    let checkpoints: Vec<serde_json::Value> = (0..=common::STEPS)
+        .map(|steps| {
+            let mut c = common::snapshot(steps);
+            // The config's site: one block, reallocated to 1,000 bytes more at every step.
+            let sites = c["sites"].as_array_mut().unwrap();
+            let config = sites
+                .iter_mut()
+                .find(|s| s["site"]["frames"][0]["function"] == "service::config::load")
+                .unwrap();
+            let grown = 2048 + 1000 * steps;
+            config["alloc_blocks"] = (65536 * (1 + steps)).into();
+            config["free_blocks"] = (65536 * steps).into();
+            config["alloc_bytes"] = (2048 * (1 + steps) + 1000 * steps * (steps + 1) / 2).into();
+            config["free_bytes"] =
+                (2048 * (1 + steps) + 1000 * steps * (steps + 1) / 2 - grown).into();
+            config["young_free"] = serde_json::json!([0, 0]);
+            c
+        })
+        .collect();
+    let d = Timeline::read_json_from(common::timeline_file_of(checkpoints).as_bytes())
+        .expect("the timeline reads")
+        .between("step 3", "step 4")
+        .unwrap();
+    let types = d.to_string();
+    let types = types.lines().find(|l| l.trim_start().starts_with("types:"));
+    assert!(
+        types.is_some_and(|l| l.contains("HashMap<String, String> +1000 B (+0 blk)")),
+        "{}",
+        d
     );
 }

@@ -57,7 +57,9 @@ fn the_leaking_run_names_the_leaking_function_and_type_as_growing_at_every_step(
         .find(|l| l.trim_start().starts_with("types:"))
         .unwrap_or_default();
     assert!(
-        types.trim_start().starts_with("types: Vec<f32> +341 blk"),
+        types
+            .trim_start()
+            .starts_with("types: Vec<f32> +133.2 KiB (+341 blk)"),
         "{types}"
     );
 }

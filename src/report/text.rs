@@ -280,13 +280,17 @@ impl Display for Delta {
             }
             // The sites that grew most; in a step that shrank, also those that fell most.
             let by_leaf = sites_by_leaf(self);
+            let grew = by_leaf.iter().filter(|s| s.live_bytes > 0).count();
             let mut sites: Vec<_> = by_leaf
                 .iter()
                 .filter(|s| s.live_bytes > 0)
                 .take(TOP)
                 .collect();
+            let mut more = grew.saturating_sub(TOP);
             if self.live_bytes() < 0 {
+                let fell = by_leaf.iter().filter(|s| s.live_bytes < 0).count();
                 sites.extend(by_leaf.iter().rev().filter(|s| s.live_bytes < 0).take(TOP));
+                more += fell.saturating_sub(TOP);
             }
             if let (Some(note), false) = (estimates_note(self.sampled_mean), sites.is_empty()) {
                 lines.push(format!("   {note}"));
@@ -319,32 +323,58 @@ impl Display for Delta {
                     kept
                 ));
             }
-            let types: Vec<String> = self
-                .types()
-                .iter()
-                .filter(|t| t.live_blocks != 0)
-                .take(TOP)
-                .map(|t| format!("{} {} blk", OneLine(&t.type_name), signed(t.live_blocks)))
-                .collect();
-            if !types.is_empty() {
-                lines.push(format!("   types: {}", types.join(" | ")));
+            if more > 0 {
+                lines.push(format!(
+                    "   … and {} that changed less",
+                    count(more as u64, "more site")
+                ));
             }
-            let classes: Vec<String> = self
+            let types: Vec<_> = self.types().iter().filter(|t| t.live_bytes != 0).collect();
+            let classes: Vec<_> = self
                 .size_classes()
                 .iter()
                 .filter(|c| c.live_bytes != 0)
-                .take(TOP)
-                .map(|c| {
-                    format!(
-                        "{} B {} ({} blk)",
-                        thousands(c.size as u64),
-                        signed_bytes(c.live_bytes),
-                        signed(c.live_blocks)
-                    )
-                })
                 .collect();
-            if !classes.is_empty() {
-                lines.push(format!("   classes: {}", classes.join(" | ")));
+            for (name, entries) in [
+                (
+                    "types",
+                    types
+                        .iter()
+                        .map(|t| {
+                            (
+                                OneLine(&t.type_name).to_string(),
+                                t.live_bytes,
+                                t.live_blocks,
+                            )
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                (
+                    "classes",
+                    classes
+                        .iter()
+                        .map(|c| {
+                            (
+                                format!("{} B", thousands(c.size as u64)),
+                                c.live_bytes,
+                                c.live_blocks,
+                            )
+                        })
+                        .collect(),
+                ),
+            ] {
+                if entries.is_empty() {
+                    continue;
+                }
+                let mut shown: Vec<String> = entries
+                    .iter()
+                    .take(TOP)
+                    .map(|(what, b, n)| format!("{what} {} ({} blk)", signed_bytes(*b), signed(*n)))
+                    .collect();
+                if entries.len() > TOP {
+                    shown.push(format!("{} more", entries.len() - TOP));
+                }
+                lines.push(format!("   {name}: {}", shown.join(" | ")));
             }
             if let Some(p) = &self.pool {
                 lines.push(pool_view(p));
