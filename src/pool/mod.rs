@@ -212,7 +212,10 @@ impl<A: GlobalAlloc> Pool<A> {
     /// out of memory.
     #[inline]
     fn uid(&self) -> u64 {
-        let u = self.uid.load(Ordering::Relaxed);
+        // Acquire, pairing with `init`'s release: a thread that sees the id also sees the core
+        // published before it (a relaxed pair would let a weakly ordered CPU see the id and a
+        // null core, and fail the allocation).
+        let u = self.uid.load(Ordering::Acquire);
         if u != 0 {
             return u;
         }
@@ -248,7 +251,7 @@ impl<A: GlobalAlloc> Pool<A> {
             }
         }
         let uid = self.core().map_or(0, |c| c.uid);
-        self.uid.store(uid, Ordering::Relaxed);
+        self.uid.store(uid, Ordering::Release);
         uid
     }
 
