@@ -129,3 +129,35 @@ fn one_allocation_reached_alternately_from_two_callers_is_counted_under_each_cal
     assert_eq!(blocks_via("from_train"), 20, "{:?}", delta.sites());
     assert_eq!(blocks_via("from_eval"), 20, "{:?}", delta.sites());
 }
+
+#[inline(never)]
+fn parse_names(text: &str) -> (Vec<String>, u32) {
+    let line = line!() + 1;
+    let names: Vec<String> = serde_json::from_str(text).unwrap_or_default();
+    (names, line)
+}
+
+#[test]
+fn an_allocation_inside_a_registry_dependency_is_named_after_the_programs_function() {
+    let text = serde_json::to_string(&vec!["a fairly long name"; 30]).unwrap();
+    let ((names, line), delta) = heapdelta::measure(|| parse_names(&text));
+    assert_eq!(names.len(), 30);
+    let sites = sites_of(&delta, "parse_names");
+    let strings: i64 = sites
+        .iter()
+        .filter(|s| s.site.type_name() == "String")
+        .map(|s| s.live_blocks)
+        .sum();
+    assert_eq!(strings, 30, "{:?}", delta.sites());
+    assert!(sites.iter().all(|s| s.site.frames()[0].line == Some(line)));
+    // serde_json's frames lie inside the program's function, so they are trimmed: no site starts
+    // in serde_json.
+    assert!(
+        delta
+            .sites()
+            .iter()
+            .all(|s| !s.site.frames()[0].function.contains("serde_json")),
+        "{:?}",
+        delta.sites()
+    );
+}

@@ -4,9 +4,11 @@
 //! with `backtrace::resolve`, inlined frames expanded (innermost first). The frame list is then:
 //!
 //! 1. **trimmed** at the inner end: frames of the global-allocator shims (`__rust_alloc`,
-//!    `__rg_alloc` …), of heapdelta, and of the standard library (`alloc`, `core`, `std`, std's
-//!    vendored `hashbrown`) are dropped until the first user frame, which becomes `frames()[0]`.
-//!    The dropped frames go to [`typename::derive_marked`](super::typename::derive_marked);
+//!    `__rg_alloc` …), of heapdelta, of the standard library (`alloc`, `core`, `std`, std's
+//!    vendored `hashbrown`) and of dependencies from the cargo registry or git (`serde_json`,
+//!    `tokio` …) are dropped until the first frame of the program's own code, which becomes
+//!    `frames()[0]` (a stack without one keeps its first dependency frame instead). The dropped
+//!    frames go to [`typename::derive_marked`](super::typename::derive_marked);
 //! 2. trimmed at the outer end: everything outside the outermost user frame (`main` wrappers,
 //!    `lang_start`, libc's start routines, thread start glue);
 //! 3. **folded**: consecutive frames of the same function in the same file (recursion) become one,
@@ -46,8 +48,10 @@ pub(crate) fn lock_cache() -> MutexGuard<'static, Cache> {
 /// Where a frame's code comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Origin {
-    /// The program being profiled (including its dependencies).
+    /// The program being profiled: its own project, and path dependencies.
     User,
+    /// A dependency from the cargo registry or a git checkout.
+    Dependency,
     /// `alloc`, `core`, `std` and what std vendors.
     Std,
     /// heapdelta itself, and the global-allocator shims.
@@ -202,6 +206,7 @@ fn origin(function: &str, file: Option<&str>, line: Option<u32>, own_dir: &str) 
         // Limited debug information can give a std function inlined into the program the
         // program's file and no line: its name says whose it is.
         Some(_) if line.unwrap_or(0) == 0 && is_std_name(function) => Origin::Std,
+        Some(file) if dependency_path(file).is_some() => Origin::Dependency,
         Some(_) => Origin::User,
         None if function == "main" => Origin::Runtime,
         None if function.starts_with("heapdelta::") || function.starts_with("<heapdelta::") => {
@@ -211,6 +216,23 @@ fn origin(function: &str, file: Option<&str>, line: Option<u32>, own_dir: &str) 
         None if function.starts_with("0x") => Origin::Runtime,
         None => Origin::User,
     }
+}
+
+/// For a file of a registry or git dependency, its path from the crate's directory:
+/// `~/.cargo/registry/src/<index>/crate-x.y.z/src/lib.rs` → `crate-x.y.z/src/lib.rs` (an index
+/// directory is named `<registry>-<hash>`), `~/.cargo/git/checkouts/<repo>-<hash>/<rev>/src/lib.rs`
+/// → `<repo>-<hash>/<rev>/src/lib.rs`.
+fn dependency_path(path: &str) -> Option<&str> {
+    if let Some(at) = path.find("/registry/src/") {
+        let after = &path[at + "/registry/src/".len()..];
+        if let Some((index, rest)) = after.split_once('/') {
+            if index.contains('-') && rest.contains('/') {
+                return Some(rest);
+            }
+        }
+    }
+    path.find("/git/checkouts/")
+        .map(|at| &path[at + "/git/checkouts/".len()..])
 }
 
 fn is_std_name(function: &str) -> bool {
@@ -236,8 +258,14 @@ fn is_alloc_plumbing(f: &RawFrame) -> bool {
 
 /// Trims, folds and shortens resolved frames into a site with its derived type.
 fn build_site(raw: Vec<RawFrame>, shorten: &dyn Fn(&str) -> String) -> Site {
-    let first_user = raw.iter().position(|f| f.origin == Origin::User);
-    let last_user = raw.iter().rposition(|f| f.origin == Origin::User);
+    // The program's own code, else (an allocation made only in its dependencies' code, a
+    // runtime's worker thread, say) theirs.
+    let is_code = |f: &RawFrame| matches!(f.origin, Origin::User | Origin::Dependency);
+    let first_user = raw
+        .iter()
+        .position(|f| f.origin == Origin::User)
+        .or_else(|| raw.iter().position(is_code));
+    let last_user = raw.iter().rposition(is_code);
     let (trimmed, kept): (Vec<RawFrame>, Vec<RawFrame>) = match (first_user, last_user) {
         (Some(first), Some(last)) => {
             let trimmed = raw[..first].to_vec();
@@ -328,19 +356,8 @@ fn shorten_path(
     main: Option<&str>,
     cwd: Option<&str>,
 ) -> String {
-    // ~/.cargo/registry/src/<index>/crate-x.y.z/src/lib.rs → crate-x.y.z/src/lib.rs (an index
-    // directory is named `<registry>-<hash>`)
-    if let Some(at) = path.find("/registry/src/") {
-        let after = &path[at + "/registry/src/".len()..];
-        if let Some((index, rest)) = after.split_once('/') {
-            if index.contains('-') && rest.contains('/') {
-                return rest.to_string();
-            }
-        }
-    }
-    // ~/.cargo/git/checkouts/<repo>-<hash>/<rev>/src/lib.rs → <repo>-<hash>/<rev>/src/lib.rs
-    if let Some(at) = path.find("/git/checkouts/") {
-        return path[at + "/git/checkouts/".len()..].to_string();
+    if let Some(rest) = dependency_path(path) {
+        return rest.to_string();
     }
     // /rustc/<hash>/library/alloc/src/vec/mod.rs → alloc/src/vec/mod.rs
     if let Some(at) = path.find("/library/") {
@@ -531,6 +548,72 @@ mod tests {
         let site = build(realistic_vec_push(), Some("/home/u/app/"));
         assert_eq!(site.frames()[0].function, "model::compose");
         assert_eq!(site.to_string(), "model::compose (src/model.rs:88)");
+    }
+
+    const SERDE_JSON: &str =
+        "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde_json-1.0.154/src";
+
+    /// A `String` made by serde_json's deserializer, called from the program's `parse`.
+    fn string_made_in_a_dependency(with_user_frame: bool) -> Vec<RawFrame> {
+        let mut frames = vec![
+            raw(
+                "<alloc::raw_vec::RawVecInner>::try_allocate_in",
+                Some(&format!("{STD}/alloc/src/raw_vec/mod.rs")),
+                476,
+            ),
+            raw(
+                "<alloc::string::String as core::convert::From<&str>>::from",
+                Some(&format!("{STD}/alloc/src/string.rs")),
+                2826,
+            ),
+            raw(
+                "<serde_json::de::Deserializer<_>>::parse_str",
+                Some(&format!("{SERDE_JSON}/de.rs")),
+                1570,
+            ),
+            raw(
+                "serde_json::de::from_str<app::Record>",
+                Some(&format!("{SERDE_JSON}/de.rs")),
+                2699,
+            ),
+        ];
+        if with_user_frame {
+            frames.push(raw("app::parse", Some("/home/u/app/src/main.rs"), 38));
+        }
+        frames.push(raw(
+            "std::rt::lang_start_internal",
+            Some(&format!("{STD}/std/src/rt.rs")),
+            175,
+        ));
+        frames
+    }
+
+    #[test]
+    fn frames_of_registry_dependencies_are_trimmed_up_to_the_programs_own() {
+        let site = build(string_made_in_a_dependency(true), Some("/home/u/app/"));
+        assert_eq!(site.to_string(), "app::parse (src/main.rs:38)");
+        assert_eq!(site.type_name(), "String");
+    }
+
+    #[test]
+    fn a_stack_in_dependencies_only_keeps_their_frames() {
+        let site = build(string_made_in_a_dependency(false), Some("/home/u/app/"));
+        assert_eq!(
+            site.to_string(),
+            "<serde_json::de::Deserializer<_>>::parse_str (serde_json-1.0.154/src/de.rs:1570)"
+        );
+        assert_eq!(site.frames().len(), 2);
+    }
+
+    #[test]
+    fn path_and_workspace_dependencies_are_the_programs_own_code() {
+        let file = Some("/home/u/mylib/src/lib.rs");
+        assert_eq!(origin("mylib::make", file, Some(3), "/x/"), Origin::User);
+        let file = Some("/root/.cargo/git/checkouts/tokio-1a2b3c/abc123/tokio/src/lib.rs");
+        assert_eq!(
+            origin("tokio::spawn", file, Some(3), "/x/"),
+            Origin::Dependency
+        );
     }
 
     #[test]

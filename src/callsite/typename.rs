@@ -112,7 +112,8 @@ enum Candidate {
 /// symbol of a compiled function, and LLVM merges functions whose code is identical: a
 /// `RawVec<String>::grow_one` may carry the name `RawVec<Vec<u8>>::grow_one`, since both only
 /// depend on the element's layout. So a buffer type read from such a frame gives way to an inlined
-/// frame further out that names another element type.
+/// frame further out that names another element type; and a compiled frame without debug
+/// information (no file), which no inlined frame can correct, names no type at all.
 pub(crate) fn derive_marked(trimmed: &[Frame], inlined: &[bool]) -> Option<String> {
     let mut candidate: Option<Candidate> = None;
     let mut candidate_inlined = true;
@@ -123,8 +124,9 @@ pub(crate) fn derive_marked(trimmed: &[Frame], inlined: &[bool]) -> Option<Strin
         let this_inlined = inlined.get(i).copied().unwrap_or(true);
         let mut args = generic_args(&frame.function);
         // Names from limited debug information and legacy mangling can carry the declaration's
-        // parameters (`RawVec<T, A>::with_capacity_in`): those name no type.
-        if args.iter().any(|arg| is_parameter(arg)) {
+        // parameters (`RawVec<T, A>::with_capacity_in`): those name no type. Nor does a compiled
+        // function without debug information: it may be any of its merged twins.
+        if args.iter().any(|arg| is_parameter(arg)) || (!this_inlined && frame.file.is_none()) {
             args.clear();
         }
         if let (Some(Candidate::Buffer(_)), Kind::RawVec | Kind::Vec, Some(t)) =
@@ -501,6 +503,26 @@ mod tests {
         assert_eq!(
             derive_marked(&frames, &[false, true]).as_deref(),
             Some("Vec<String>")
+        );
+    }
+
+    #[test]
+    fn a_compiled_function_without_debug_information_names_no_type() {
+        // A build without debug info: `Vec<Vec<u8>>::push` went through a `grow_one` that LLVM
+        // merged with `RawVec<OsString>`'s, whose name the symbol table gives.
+        let frames = [Frame {
+            function: "<alloc::raw_vec::RawVec<std::ffi::os_str::OsString>>::grow_one".into(),
+            file: None,
+            line: None,
+        }];
+        assert_eq!(derive_marked(&frames, &[false]), None);
+        let with_lines = [Frame {
+            file: Some("alloc/src/raw_vec/mod.rs".into()),
+            ..frames[0].clone()
+        }];
+        assert_eq!(
+            derive_marked(&with_lines, &[false]).as_deref(),
+            Some("Vec<OsString>")
         );
     }
 
