@@ -86,3 +86,27 @@ fn a_table_by_tag_lists_each_scope_with_the_bytes_it_allocated() {
         .unwrap_or_default();
     assert!(row.contains("+40"), "{table}");
 }
+
+#[test]
+fn a_table_by_tag_adds_up_to_the_delta_with_a_row_for_what_no_tag_counted() {
+    let mut kept = Vec::with_capacity(100);
+    let (_, delta) = heapdelta::measure(|| {
+        {
+            let _decode = heapdelta::scope("decode");
+            load_images(&mut kept);
+        }
+        kept.push(vec![0u8; 5000]);
+    });
+    let table = delta.table(By::Tag, 10);
+    let untagged = rows(&table)
+        .into_iter()
+        .find(|r| r.ends_with("(no tag)"))
+        .unwrap_or_default();
+    assert!(untagged.contains("+4.9 KiB"), "{table}");
+    let text = delta.to_string();
+    let tags = text.lines().find(|l| l.trim_start().starts_with("tags:"));
+    assert!(
+        tags.is_some_and(|l| l.contains("decode +") && l.contains("(no tag) +4.9 KiB (+1 blk)")),
+        "{text}"
+    );
+}

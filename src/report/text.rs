@@ -5,7 +5,7 @@ use std::fmt::{self, Display, Formatter, Write as _};
 use std::collections::HashMap;
 
 use crate::callsite::Site;
-use crate::diff::{Delta, SiteDelta, Survivors, Timeline};
+use crate::diff::{Delta, SiteDelta, Survivors, TagDelta, Timeline};
 use crate::pool::{ClassStats, PoolStats};
 
 /// Sites, types and classes listed under a step line.
@@ -209,16 +209,10 @@ impl Delta {
                         (c.live_bytes, c.live_blocks, thousands(c.allocs), name)
                     })
                     .collect(),
-                By::Tag => self
-                    .tags()
-                    .iter()
-                    .map(|t| {
-                        // Untagged blocks have no row; `scope("")` is a tag, named as written.
-                        let name = match t.tag {
-                            "" => "\"\"".to_string(),
-                            tag => OneLine(tag).to_string(),
-                        };
-                        (t.live_bytes, t.live_blocks, bytes(t.allocated_bytes), name)
+                By::Tag => tag_rows(self)
+                    .into_iter()
+                    .map(|(name, live_bytes, live_blocks, allocated)| {
+                        (live_bytes, live_blocks, bytes(allocated), name)
                     })
                     .collect(),
                 By::Type => self
@@ -362,6 +356,14 @@ impl Display for Delta {
                         })
                         .collect(),
                 ),
+                (
+                    "tags",
+                    tag_rows(self)
+                        .into_iter()
+                        .filter(|(_, b, n, _)| (*b, *n) != (0, 0))
+                        .map(|(name, b, n, _)| (name, b, n))
+                        .collect(),
+                ),
             ] {
                 if entries.is_empty() {
                     continue;
@@ -383,6 +385,45 @@ impl Display for Delta {
         });
         f.write_str(&text)
     }
+}
+
+/// A delta's scope tags as `(name, live bytes, live blocks, bytes allocated)`, largest growth
+/// first, with what no tag counted as `(no tag)` (the delta's figures less the tags', when not all
+/// zero), so the rows add up to the delta; none when no tag counted anything. `scope("")` is a
+/// tag, named `""`.
+fn tag_rows(d: &Delta) -> Vec<(String, i64, i64, u64)> {
+    if d.tags().is_empty() {
+        return Vec::new();
+    }
+    let mut rows: Vec<(String, i64, i64, u64)> = d
+        .tags()
+        .iter()
+        .map(|t| {
+            let name = match t.tag {
+                "" => "\"\"".to_string(),
+                tag => OneLine(tag).to_string(),
+            };
+            (name, t.live_bytes, t.live_blocks, t.allocated_bytes)
+        })
+        .collect();
+    let sum =
+        |pick: &dyn Fn(&TagDelta) -> i64| d.tags().iter().map(pick).fold(0i64, i64::saturating_add);
+    let tagged_allocated = d
+        .tags()
+        .iter()
+        .map(|t| t.allocated_bytes)
+        .fold(0u64, u64::saturating_add);
+    let untagged = (
+        "(no tag)".to_string(),
+        d.live_bytes().saturating_sub(sum(&|t| t.live_bytes)),
+        d.live_blocks().saturating_sub(sum(&|t| t.live_blocks)),
+        d.allocated_bytes().saturating_sub(tagged_allocated),
+    );
+    if (untagged.1, untagged.2, untagged.3) != (0, 0, 0) {
+        rows.push(untagged);
+    }
+    rows.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+    rows
 }
 
 /// A delta's sites as the text reports list them: told apart by their first frame and type
