@@ -185,9 +185,12 @@ impl Snapshot {
                 s.totals.peak_bytes = peak_bytes;
                 s.totals.peak_blocks = peak_blocks;
             } else {
-                // Live above the peak: other threads' growth not folded yet. The live figure is
-                // one the heap reached, so the peak is raised to it, for later snapshots too.
-                stats::raise_peak(s.totals.live_bytes as i64, s.totals.live_blocks as i64);
+                // Live above the peak: other threads' growth not folded yet, or their churn while
+                // the counters were read (which can make the figure more than the heap ever
+                // held). The peak is raised, for later snapshots too, to what the heap certainly
+                // held; this snapshot's own peak is its live figure, as it never reports less.
+                let (bytes, blocks) = stats::live_lower_bound();
+                stats::raise_peak(bytes, blocks);
             }
             s.pool = pool_stats();
             s

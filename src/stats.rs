@@ -563,6 +563,48 @@ fn read(slots: &[Slot]) -> Raw {
     raw
 }
 
+/// A live figure the heap certainly reached, `(bytes, blocks)`: every slot's allocations are read
+/// before any of their frees (the opposite of [`read`]'s order), so frees made while it reads can
+/// only lower it, and allocations made meanwhile are not seen. It is at most the live heap at the
+/// moment the last allocation counter was read; `snapshot`'s own figure, read group by group
+/// with frees first, can exceed every figure the heap reached while other threads allocate and
+/// free during the read.
+pub fn live_lower_bound() -> (i64, i64) {
+    let high = HIGH.load(Ordering::Acquire).min(MAX_SLOTS);
+    let slots = &SLOTS[..high];
+    let sum = |free: bool| -> (u64, u64) {
+        let mut total = (0u64, 0u64);
+        for slot in slots {
+            let sizes = if free {
+                &slot.sizes.free
+            } else {
+                &slot.sizes.alloc
+            };
+            for (size, c) in sizes.iter().enumerate() {
+                let n = c.get();
+                total.0 = total.0.wrapping_add(n.wrapping_mul(size as u64));
+                total.1 = total.1.wrapping_add(n);
+            }
+            for q in &slot.classes {
+                let (bytes, blocks) = if free {
+                    (&q.free_bytes, &q.free_blocks)
+                } else {
+                    (&q.alloc_bytes, &q.alloc_blocks)
+                };
+                total.0 = total.0.wrapping_add(bytes.get());
+                total.1 = total.1.wrapping_add(blocks.get());
+            }
+        }
+        total
+    };
+    let allocated = sum(false);
+    let freed = sum(true);
+    (
+        allocated.0.wrapping_sub(freed.0) as i64,
+        allocated.1.wrapping_sub(freed.1) as i64,
+    )
+}
+
 /// The figures behind the peak, on a cache line of their own: they are written now and then,
 /// and must not share a line with what every allocation reads.
 #[repr(align(64))]
@@ -611,8 +653,8 @@ pub const FLUSH_FLOOR: i64 = -16 * 1024;
 /// the live heap (global figure + its own pending change) exceeds it, and sets the next limit.
 /// With one thread the peak is exact; with several it can miss up to 256 KiB per other thread
 /// (their unfolded growth) and overstate by less than 16 KiB per other thread (their unfolded
-/// frees); `snapshot` raises the peak to the live figure it reads when that is higher, so no
-/// later snapshot reports a peak below it.
+/// frees); a snapshot that reads more live bytes than the peak raises it to what the heap
+/// certainly held ([`live_lower_bound`]).
 #[cold]
 pub fn refresh(p: &mut Pending) {
     if p.bytes >= FLUSH_BYTES || needs_flush(p.bytes) {
