@@ -487,3 +487,24 @@ fn the_types_line_shows_a_type_that_grew_by_reallocation_alone() {
         d
     );
 }
+
+#[test]
+fn a_version_2_timeline_naming_a_site_missing_from_its_table_is_rejected() {
+    let mut out = Vec::new();
+    demo_timeline().write_json_to(&mut out).unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    v["sites"] = serde_json::json!([]);
+    match Timeline::read_json_from(v.to_string().as_bytes()) {
+        Err(Error::Format(msg)) => {
+            assert!(msg.contains("not in the site table"), "{msg}")
+        }
+        other => panic!("expected a format error, got {other:?}"),
+    }
+}
+
+#[test]
+fn snapshot_files_keep_the_format_version_of_their_unchanged_shape() {
+    let mut out = Vec::new();
+    demo_snapshot().write_json_to(&mut out).unwrap();
+    assert!(out.starts_with(br#"{"heapdelta_format":1,"kind":"snapshot""#));
+}

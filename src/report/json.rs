@@ -1,7 +1,7 @@
 //! heapdelta's own JSON files: a snapshot or a timeline in a versioned envelope.
 //!
 //! ```text
-//! {"heapdelta_format": 2, "kind": "snapshot", "snapshot": {...}}
+//! {"heapdelta_format": 1, "kind": "snapshot", "snapshot": {...}}
 //! {"heapdelta_format": 2, "kind": "timeline", "sites": [{"id": 1, "site": {...}}, ...],
 //!  "checkpoints": [{...}, ...]}
 //! ```
@@ -10,8 +10,9 @@
 //! by call site, not by the writing process's interned ids. A timeline lists each site's frames
 //! once, in `sites`, and its checkpoints name them by id; a checkpoint's site keeps its frames
 //! inline only when another site already holds its id in the table (checkpoints of another run).
-//! Version 1, still read, had no table: every checkpoint carried every site's frames, so a long
-//! run's timeline repeated them thousands of times.
+//! Version 1 timelines, still read, had no table: every checkpoint carried every site's frames, so
+//! a long run's timeline repeated them thousands of times. Snapshot files are unchanged since
+//! version 1 and are still written as such, so older heapdelta releases read them.
 
 use std::collections::btree_map::{BTreeMap, Entry};
 use std::io::{self, Read, Write};
@@ -26,8 +27,11 @@ use crate::error::Error;
 use crate::report::write_file;
 use crate::snapshot::Snapshot;
 
-/// The file format version this build writes; it reads every version up to this one.
+/// The newest file format version: this build writes timelines in it and reads every version up
+/// to it.
 pub(crate) const FORMAT_VERSION: u64 = 2;
+/// The version snapshot files are written in: their shape has not changed since.
+const SNAPSHOT_FORMAT: u64 = 1;
 
 const SNAPSHOT: &str = "snapshot";
 const TIMELINE: &str = "timeline";
@@ -129,7 +133,7 @@ pub(crate) fn read_contents(r: impl Read) -> Result<Contents, Error> {
             }
             Some(TIMELINE) => {
                 let body: TimelineBody = serde_json::from_value(value).map_err(format_error)?;
-                let checkpoints = with_site_table(body).map_err(Error::Format)?;
+                let checkpoints = with_site_table(body, version).map_err(Error::Format)?;
                 check_timeline(&checkpoints).map_err(Error::Format)?;
                 Ok(Contents::Timeline(Timeline::new(checkpoints)))
             }
@@ -246,14 +250,23 @@ fn site_table(checkpoints: &mut [Snapshot]) -> Vec<SiteEntry> {
 }
 
 /// A timeline file's checkpoints with the frames of the table's sites put back in (a version 1
-/// file has no table and every frame inline); an error if the table lists an id twice.
-fn with_site_table(body: TimelineBody) -> Result<Vec<Snapshot>, String> {
+/// file has no table and every frame inline); an error if the table lists an id twice, or, from
+/// version 2 on, if a site has neither frames of its own nor an entry in the table (a damaged
+/// file, whose sites would otherwise all read as unknown).
+fn with_site_table(body: TimelineBody, version: u64) -> Result<Vec<Snapshot>, String> {
     repeated(body.sites.iter().map(|e| e.id), "the site table's site")?;
     let table: BTreeMap<SiteId, Site> = body.sites.into_iter().map(|e| (e.id, e.site)).collect();
     let mut checkpoints = body.checkpoints;
-    for c in checkpoints.iter_mut().flat_map(|s| s.sites.iter_mut()) {
-        if c.site.is_none() {
+    for (i, s) in checkpoints.iter_mut().enumerate() {
+        for c in s.sites.iter_mut().filter(|c| c.site.is_none()) {
             c.site = table.get(&c.id).cloned();
+            if c.site.is_none() && version >= 2 {
+                return Err(format!(
+                    "checkpoint {}: site {} has no frames and is not in the site table",
+                    i + 1,
+                    c.id
+                ));
+            }
         }
     }
     Ok(checkpoints)
@@ -289,7 +302,7 @@ impl Snapshot {
     /// ```
     /// let mut out = Vec::new();
     /// heapdelta::snapshot().write_json_to(&mut out)?;
-    /// assert!(out.starts_with(b"{\"heapdelta_format\":2"));
+    /// assert!(out.starts_with(b"{\"heapdelta_format\":1"));
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_json_to(&self, w: impl Write) -> io::Result<()> {
@@ -299,7 +312,7 @@ impl Snapshot {
             serde_json::to_writer(
                 w,
                 &SnapshotFile {
-                    heapdelta_format: FORMAT_VERSION,
+                    heapdelta_format: SNAPSHOT_FORMAT,
                     kind: SNAPSHOT,
                     snapshot: &resolved,
                 },
