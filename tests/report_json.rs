@@ -448,10 +448,7 @@ fn a_step_says_how_many_growing_sites_it_did_not_list() {
         .to_string();
     // Seven sites grew (the cache's, its five copies, the log's); five are listed.
     assert_eq!(text.matches("  service::").count(), 5, "{text}");
-    assert!(
-        text.contains("… and 2 more sites that changed less"),
-        "{text}"
-    );
+    assert!(text.contains("… and 2 more sites that grew"), "{text}");
 }
 
 #[test]
@@ -507,4 +504,37 @@ fn snapshot_files_keep_the_format_version_of_their_unchanged_shape() {
     let mut out = Vec::new();
     demo_snapshot().write_json_to(&mut out).unwrap();
     assert!(out.starts_with(br#"{"heapdelta_format":1,"kind":"snapshot""#));
+}
+
+#[test]
+fn a_growing_step_counts_the_sites_that_fell_among_those_it_did_not_list() {
+    let checkpoints: Vec<serde_json::Value> = (0..=common::STEPS)
+        .map(|steps| {
+            let mut c = common::snapshot(steps);
+            let sites = c["sites"].as_array_mut().unwrap();
+            // A site holding 10 blocks of 100 B at step 1, freed by step 4.
+            let mut gone = sites[0].clone();
+            gone["id"] = 300.into();
+            gone["site"]["frames"][0]["function"] = "service::scratch".into();
+            let (allocated, freed) = match steps {
+                0 => (0, 0),
+                1..=3 => (10, 0),
+                _ => (10, 10),
+            };
+            gone["alloc_blocks"] = (allocated * 65536).into();
+            gone["alloc_bytes"] = (allocated * 100).into();
+            gone["free_blocks"] = (freed * 65536).into();
+            gone["free_bytes"] = (freed * 100).into();
+            gone["young_free"] = serde_json::json!([0, 0]);
+            sites.push(gone);
+            c
+        })
+        .collect();
+    let text = Timeline::read_json_from(common::timeline_file_of(checkpoints).as_bytes())
+        .unwrap()
+        .between("step 1", "step 4")
+        .unwrap()
+        .to_string();
+    assert!(!text.contains("service::scratch"), "{text}");
+    assert!(text.contains("… and 1 more site that fell"), "{text}");
 }

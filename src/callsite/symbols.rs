@@ -303,6 +303,13 @@ fn build_site(raw: Vec<RawFrame>, shorten: &dyn Fn(&str) -> String) -> Site {
             })
             .collect()
     };
+    // The type is that of the innermost code's request: a dependency's frames name what the
+    // dependency allocated through, and the scan stops at the first of them as it does at the
+    // program's own.
+    let mut trimmed = trimmed;
+    if let Some(dependency) = trimmed.iter().position(|f| f.origin == Origin::Dependency) {
+        trimmed.truncate(dependency);
+    }
     let inlined: Vec<bool> = trimmed.iter().map(|f| f.inlined).collect();
     let trimmed = shorten_all(trimmed);
     let type_name = typename::derive_marked(&trimmed, &inlined);

@@ -280,12 +280,13 @@ impl Display for Delta {
                 .filter(|s| s.live_bytes > 0)
                 .take(TOP)
                 .collect();
-            let mut more = grew.saturating_sub(TOP);
+            let fell = by_leaf.iter().filter(|s| s.live_bytes < 0).count();
+            let mut fell_unlisted = fell;
             if self.live_bytes() < 0 {
-                let fell = by_leaf.iter().filter(|s| s.live_bytes < 0).count();
                 sites.extend(by_leaf.iter().rev().filter(|s| s.live_bytes < 0).take(TOP));
-                more += fell.saturating_sub(TOP);
+                fell_unlisted = fell.saturating_sub(TOP);
             }
+            let unlisted = [(grew.saturating_sub(TOP), "grew"), (fell_unlisted, "fell")];
             if let (Some(note), false) = (estimates_note(self.sampled_mean), sites.is_empty()) {
                 lines.push(format!("   {note}"));
             }
@@ -317,17 +318,23 @@ impl Display for Delta {
                     kept
                 ));
             }
-            if more > 0 {
-                lines.push(format!(
-                    "   … and {} that changed less",
-                    count(more as u64, "more site")
-                ));
+            let unlisted: Vec<String> = unlisted
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, how)| format!("{} that {how}", count(*n as u64, "more site")))
+                .collect();
+            if !unlisted.is_empty() {
+                lines.push(format!("   … and {}", unlisted.join(", ")));
             }
-            let types: Vec<_> = self.types().iter().filter(|t| t.live_bytes != 0).collect();
+            let types: Vec<_> = self
+                .types()
+                .iter()
+                .filter(|t| (t.live_bytes, t.live_blocks) != (0, 0))
+                .collect();
             let classes: Vec<_> = self
                 .size_classes()
                 .iter()
-                .filter(|c| c.live_bytes != 0)
+                .filter(|c| (c.live_bytes, c.live_blocks) != (0, 0))
                 .collect();
             for (name, entries) in [
                 (
@@ -387,6 +394,9 @@ impl Display for Delta {
     }
 }
 
+/// The row of what no scope tag counted.
+const NO_TAG: &str = "(no tag)";
+
 /// A delta's scope tags as `(name, live bytes, live blocks, bytes allocated)`, largest growth
 /// first, with what no tag counted as `(no tag)` (the delta's figures less the tags', when not all
 /// zero), so the rows add up to the delta; none when no tag counted anything. `scope("")` is a
@@ -399,8 +409,10 @@ fn tag_rows(d: &Delta) -> Vec<(String, i64, i64, u64)> {
         .tags()
         .iter()
         .map(|t| {
+            // Quoted when it could be taken for something else: `scope("")`, or a tag named as
+            // the remainder's row.
             let name = match t.tag {
-                "" => "\"\"".to_string(),
+                "" | NO_TAG => format!("{:?}", t.tag),
                 tag => OneLine(tag).to_string(),
             };
             (name, t.live_bytes, t.live_blocks, t.allocated_bytes)
@@ -414,7 +426,7 @@ fn tag_rows(d: &Delta) -> Vec<(String, i64, i64, u64)> {
         .map(|t| t.allocated_bytes)
         .fold(0u64, u64::saturating_add);
     let untagged = (
-        "(no tag)".to_string(),
+        NO_TAG.to_string(),
         d.live_bytes().saturating_sub(sum(&|t| t.live_bytes)),
         d.live_blocks().saturating_sub(sum(&|t| t.live_blocks)),
         d.allocated_bytes().saturating_sub(tagged_allocated),
