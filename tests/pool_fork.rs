@@ -14,18 +14,35 @@ use wait::wait_or_kill;
 
 static POOL: Pool = Pool::with_config(System, PoolConfig::CPYTHON);
 
-/// Heap slots per pool a thread can own (the 64th is the shared heap).
-const OWNED_HEAPS: usize = 63;
+/// Heap slots per pool a thread can own (the 256th is the shared heap).
+const OWNED_HEAPS: usize = 255;
+/// Threads without a heap of their own, keeping the shared heap's lock busy.
+const SHARERS: usize = 4;
 
 #[test]
 fn a_child_allocates_from_the_shared_heap_whoever_held_its_lock_at_the_fork() {
     let layout = Layout::from_size_align(32, 8).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    // Every heap slot is taken by a parent thread, and four more threads keep the shared heap's
-    // lock busy, so forks often happen while one of them holds it.
-    let threads = OWNED_HEAPS + 4;
-    let ready = Arc::new(Barrier::new(threads + 1));
-    let workers: Vec<_> = (0..threads)
+    // Every heap slot is taken by a parent thread (which then waits), and four more threads keep
+    // the shared heap's lock busy, so forks often happen while one of them holds it.
+    // The owners take their heaps before the sharers start, so that none of these goes to a
+    // sharer.
+    let owned = Arc::new(Barrier::new(OWNED_HEAPS + 1));
+    let done = Arc::new(Barrier::new(OWNED_HEAPS + 1));
+    let owners: Vec<_> = (0..OWNED_HEAPS)
+        .map(|_| {
+            let (owned, done) = (owned.clone(), done.clone());
+            thread::spawn(move || {
+                // SAFETY: non-zero size; the block is freed once with its layout.
+                unsafe { POOL.dealloc(POOL.alloc(layout), layout) };
+                owned.wait();
+                done.wait();
+            })
+        })
+        .collect();
+    owned.wait();
+    let ready = Arc::new(Barrier::new(SHARERS + 1));
+    let sharers: Vec<_> = (0..SHARERS)
         .map(|_| {
             let (stop, ready) = (stop.clone(), ready.clone());
             thread::spawn(move || {
@@ -60,7 +77,8 @@ fn a_child_allocates_from_the_shared_heap_whoever_held_its_lock_at_the_fork() {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    for w in workers {
+    done.wait();
+    for w in owners.into_iter().chain(sharers) {
         w.join().unwrap();
     }
     assert_eq!(

@@ -19,7 +19,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// Heap slots per pool (slot 0 is the shared fallback heap).
-pub(crate) const MAX_HEAPS: usize = 64;
+pub(crate) const MAX_HEAPS: usize = 256;
 /// Owner token of a free slot.
 pub(crate) const OWNER_NONE: u64 = 0;
 /// Owner token of the shared fallback heap.

@@ -64,7 +64,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 ///
 /// A replay on one thread uses exactly one heap and matches CPython exactly.
 ///
-/// Threads beyond the heap slots (63 per pool) or the thread records (1,024 live threads), and
+/// Threads beyond the heap slots (255 per pool) or the thread records (1,024 live threads), and
 /// threads whose thread-locals are being torn down, share one fallback heap under a short lock
 /// (spinning, then sleeping); a thread without a heap of its own looks through the heap slots
 /// again every 1,024 operations, in case one has become free. `fork()` waits for that lock to be
