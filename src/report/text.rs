@@ -275,18 +275,29 @@ impl Display for Delta {
             // The sites that grew most; in a step that shrank, also those that fell most.
             let by_leaf = sites_by_leaf(self);
             let grew = by_leaf.iter().filter(|s| s.live_bytes > 0).count();
+            let fell = by_leaf.iter().filter(|s| s.live_bytes < 0).count();
             let mut sites: Vec<_> = by_leaf
                 .iter()
                 .filter(|s| s.live_bytes > 0)
                 .take(TOP)
                 .collect();
-            let fell = by_leaf.iter().filter(|s| s.live_bytes < 0).count();
-            let mut fell_unlisted = fell;
-            if self.live_bytes() < 0 {
-                sites.extend(by_leaf.iter().rev().filter(|s| s.live_bytes < 0).take(TOP));
-                fell_unlisted = fell.saturating_sub(TOP);
-            }
-            let unlisted = [(grew.saturating_sub(TOP), "grew"), (fell_unlisted, "fell")];
+            let fell_listed = if self.live_bytes() < 0 {
+                fell.min(TOP)
+            } else {
+                0
+            };
+            sites.extend(
+                by_leaf
+                    .iter()
+                    .rev()
+                    .filter(|s| s.live_bytes < 0)
+                    .take(fell_listed),
+            );
+            // How many were left out, so that a reader knows the list is not the whole story.
+            let unlisted = [
+                (grew.saturating_sub(TOP), "grew"),
+                (fell - fell_listed, "fell"),
+            ];
             if let (Some(note), false) = (estimates_note(self.sampled_mean), sites.is_empty()) {
                 lines.push(format!("   {note}"));
             }
@@ -326,65 +337,20 @@ impl Display for Delta {
             if !unlisted.is_empty() {
                 lines.push(format!("   … and {}", unlisted.join(", ")));
             }
-            let types: Vec<_> = self
-                .types()
-                .iter()
-                .filter(|t| (t.live_bytes, t.live_blocks) != (0, 0))
-                .collect();
-            let classes: Vec<_> = self
-                .size_classes()
-                .iter()
-                .filter(|c| (c.live_bytes, c.live_blocks) != (0, 0))
-                .collect();
-            for (name, entries) in [
-                (
-                    "types",
-                    types
-                        .iter()
-                        .map(|t| {
-                            (
-                                OneLine(&t.type_name).to_string(),
-                                t.live_bytes,
-                                t.live_blocks,
-                            )
-                        })
-                        .collect::<Vec<_>>(),
-                ),
-                (
-                    "classes",
-                    classes
-                        .iter()
-                        .map(|c| {
-                            (
-                                format!("{} B", thousands(c.size as u64)),
-                                c.live_bytes,
-                                c.live_blocks,
-                            )
-                        })
-                        .collect(),
-                ),
-                (
-                    "tags",
-                    tag_rows(self)
-                        .into_iter()
-                        .filter(|(_, b, n, _)| (*b, *n) != (0, 0))
-                        .map(|(name, b, n, _)| (name, b, n))
-                        .collect(),
-                ),
-            ] {
-                if entries.is_empty() {
-                    continue;
-                }
-                let mut shown: Vec<String> = entries
-                    .iter()
-                    .take(TOP)
-                    .map(|(what, b, n)| format!("{what} {} ({} blk)", signed_bytes(*b), signed(*n)))
-                    .collect();
-                if entries.len() > TOP {
-                    shown.push(format!("{} more", entries.len() - TOP));
-                }
-                lines.push(format!("   {name}: {}", shown.join(" | ")));
-            }
+            let types = self.types().iter().map(|t| {
+                let name = OneLine(&t.type_name).to_string();
+                (name, t.live_bytes, t.live_blocks)
+            });
+            let classes = self.size_classes().iter().map(|c| {
+                let name = format!("{} B", thousands(c.size as u64));
+                (name, c.live_bytes, c.live_blocks)
+            });
+            let tags = tag_rows(self)
+                .into_iter()
+                .map(|(name, b, n, _)| (name, b, n));
+            lines.extend(changes_line("types", types));
+            lines.extend(changes_line("classes", classes));
+            lines.extend(changes_line("tags", tags));
             if let Some(p) = &self.pool {
                 lines.push(pool_view(p));
             }
@@ -392,6 +358,24 @@ impl Display for Delta {
         });
         f.write_str(&text)
     }
+}
+
+/// `   name: a +1.0 KiB (+2 blk) | …`: the first `TOP` of `entries` (name, live bytes, live
+/// blocks) that changed, and how many more did; `None` when none changed.
+fn changes_line(name: &str, entries: impl Iterator<Item = (String, i64, i64)>) -> Option<String> {
+    let changed: Vec<_> = entries.filter(|(_, b, n)| (*b, *n) != (0, 0)).collect();
+    if changed.is_empty() {
+        return None;
+    }
+    let mut shown: Vec<String> = changed
+        .iter()
+        .take(TOP)
+        .map(|(what, b, n)| format!("{what} {} ({} blk)", signed_bytes(*b), signed(*n)))
+        .collect();
+    if changed.len() > TOP {
+        shown.push(format!("{} more", changed.len() - TOP));
+    }
+    Some(format!("   {name}: {}", shown.join(" | ")))
 }
 
 /// The row of what no scope tag counted.
