@@ -219,20 +219,32 @@ fn origin(function: &str, file: Option<&str>, line: Option<u32>, own_dir: &str) 
 }
 
 /// For a file of a registry or git dependency, its path from the crate's directory:
-/// `~/.cargo/registry/src/<index>/crate-x.y.z/src/lib.rs` → `crate-x.y.z/src/lib.rs` (an index
-/// directory is named `<registry>-<hash>`), `~/.cargo/git/checkouts/<repo>-<hash>/<rev>/src/lib.rs`
-/// → `<repo>-<hash>/<rev>/src/lib.rs`.
+/// `~/.cargo/registry/src/<index>/crate-x.y.z/src/lib.rs` → `crate-x.y.z/src/lib.rs`,
+/// `~/.cargo/git/checkouts/<repo>-<hash>/<rev>/src/lib.rs` → `<repo>-<hash>/<rev>/src/lib.rs`.
+/// Cargo names an index directory `<registry>-<hash>` and a checkout `<repo>-<hash>`, with 16 hex
+/// digits, which a project of the user's under a directory named `registry` is unlikely to copy.
 fn dependency_path(path: &str) -> Option<&str> {
-    if let Some(at) = path.find("/registry/src/") {
-        let after = &path[at + "/registry/src/".len()..];
-        if let Some((index, rest)) = after.split_once('/') {
-            if index.contains('-') && rest.contains('/') {
-                return Some(rest);
-            }
+    let hashed = |dir: &str| {
+        dir.rsplit_once('-')
+            .is_some_and(|(_, h)| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    for marker in ["/registry/src/", "/git/checkouts/"] {
+        let Some(at) = path.find(marker) else {
+            continue;
+        };
+        let after = &path[at + marker.len()..];
+        let Some((dir, rest)) = after.split_once('/') else {
+            continue;
+        };
+        if hashed(dir) && rest.contains('/') {
+            return Some(if marker == "/git/checkouts/" {
+                after
+            } else {
+                rest
+            });
         }
     }
-    path.find("/git/checkouts/")
-        .map(|at| &path[at + "/git/checkouts/".len()..])
+    None
 }
 
 fn is_std_name(function: &str) -> bool {
@@ -616,7 +628,10 @@ mod tests {
     fn path_and_workspace_dependencies_are_the_programs_own_code() {
         let file = Some("/home/u/mylib/src/lib.rs");
         assert_eq!(origin("mylib::make", file, Some(3), "/x/"), Origin::User);
-        let file = Some("/root/.cargo/git/checkouts/tokio-1a2b3c/abc123/tokio/src/lib.rs");
+        let file = Some("/home/u/registry/src/my-app/src/main.rs");
+        assert_eq!(origin("my_app::main", file, Some(3), "/x/"), Origin::User);
+        let file =
+            Some("/root/.cargo/git/checkouts/tokio-1a2b3c4d5e6f7a8b/abc123/tokio/src/lib.rs");
         assert_eq!(
             origin("tokio::spawn", file, Some(3), "/x/"),
             Origin::Dependency
@@ -778,12 +793,12 @@ mod tests {
     fn git_dependencies_start_at_their_checkout() {
         assert_eq!(
             shorten_path(
-                "/root/.cargo/git/checkouts/tool-1a2b3c4d/5e6f7a8/src/lib.rs",
-                Some("/root/.cargo/git/checkouts/tool-1a2b3c4d/5e6f7a8/"),
+                "/root/.cargo/git/checkouts/tool-1a2b3c4d5e6f7a8b/5e6f7a8/src/lib.rs",
+                Some("/root/.cargo/git/checkouts/tool-1a2b3c4d5e6f7a8b/5e6f7a8/"),
                 Some("/home/u/app/"),
                 None
             ),
-            "tool-1a2b3c4d/5e6f7a8/src/lib.rs"
+            "tool-1a2b3c4d5e6f7a8b/5e6f7a8/src/lib.rs"
         );
     }
 
