@@ -570,11 +570,12 @@ fn read(slots: &[Slot]) -> Raw {
 /// with frees first, can exceed every figure the heap reached while other threads allocate and
 /// free during the read.
 pub fn live_lower_bound() -> (i64, i64) {
-    let high = HIGH.load(Ordering::Acquire).min(MAX_SLOTS);
-    let slots = &SLOTS[..high];
     let sum = |free: bool| -> (u64, u64) {
+        // Read again for the frees: a slot claimed meanwhile may free blocks counted among the
+        // allocations, and frees read in excess can only lower the figure.
+        let high = HIGH.load(Ordering::Acquire).min(MAX_SLOTS);
         let mut total = (0u64, 0u64);
-        for slot in slots {
+        for slot in &SLOTS[..high] {
             let sizes = if free {
                 &slot.sizes.free
             } else {
@@ -677,9 +678,14 @@ pub fn folded() -> (i64, i64) {
 /// plus its pending change), when that exceeds it.
 pub fn raise_peak(bytes: i64, blocks: i64) {
     if bytes > PEAK.peak_bytes.load(Ordering::Relaxed) as i64 {
-        PEAK.peak_bytes.fetch_max(bytes as u64, Ordering::Relaxed);
-        PEAK.peak_blocks
-            .store(blocks.max(0) as u64, Ordering::Relaxed);
+        let before = PEAK.peak_bytes.fetch_max(bytes as u64, Ordering::Relaxed);
+        // Only the raiser that set the peak gives its blocks (two raising at once could
+        // otherwise leave one's blocks beside the other's bytes; a raiser that comes between
+        // these two steps still can, by a moment's difference).
+        if (before as i64) < bytes {
+            PEAK.peak_blocks
+                .store(blocks.max(0) as u64, Ordering::Relaxed);
+        }
     }
 }
 

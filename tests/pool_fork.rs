@@ -14,8 +14,8 @@ use wait::wait_or_kill;
 
 static POOL: Pool = Pool::with_config(System, PoolConfig::CPYTHON);
 
-/// Heap slots per pool a thread can own (the 256th is the shared heap).
-const OWNED_HEAPS: usize = 255;
+/// Heap slots per pool a thread can own (the other one is the shared heap).
+const OWNED_HEAPS: usize = Pool::<System>::HEAP_SLOTS - 1;
 /// Threads without a heap of their own, keeping the shared heap's lock busy.
 const SHARERS: usize = 4;
 

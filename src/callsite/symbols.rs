@@ -229,19 +229,18 @@ fn dependency_path(path: &str) -> Option<&str> {
             .is_some_and(|(_, h)| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
     };
     for marker in ["/registry/src/", "/git/checkouts/"] {
-        let Some(at) = path.find(marker) else {
-            continue;
-        };
-        let after = &path[at + marker.len()..];
-        let Some((dir, rest)) = after.split_once('/') else {
-            continue;
-        };
-        if hashed(dir) && rest.contains('/') {
-            return Some(if marker == "/git/checkouts/" {
-                after
-            } else {
-                rest
-            });
+        for (at, _) in path.match_indices(marker) {
+            let after = &path[at + marker.len()..];
+            let Some((dir, rest)) = after.split_once('/') else {
+                continue;
+            };
+            if hashed(dir) && rest.contains('/') {
+                return Some(if marker == "/git/checkouts/" {
+                    after
+                } else {
+                    rest
+                });
+            }
         }
     }
     None
@@ -630,6 +629,13 @@ mod tests {
         assert_eq!(origin("mylib::make", file, Some(3), "/x/"), Origin::User);
         let file = Some("/home/u/registry/src/my-app/src/main.rs");
         assert_eq!(origin("my_app::main", file, Some(3), "/x/"), Origin::User);
+        let file = Some(
+            "/home/u/registry/src/app/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde-1.0.200/src/de.rs",
+        );
+        assert_eq!(
+            origin("serde::de::f", file, Some(3), "/x/"),
+            Origin::Dependency
+        );
         let file =
             Some("/root/.cargo/git/checkouts/tokio-1a2b3c4d5e6f7a8b/abc123/tokio/src/lib.rs");
         assert_eq!(

@@ -142,6 +142,11 @@ impl Drop for Ctx<'_> {
 }
 
 impl<A: GlobalAlloc> Pool<A> {
+    /// Heap slots per pool: one is the shared fallback heap, the others are threads' own (for
+    /// tests that fill them).
+    #[doc(hidden)]
+    pub const HEAP_SLOTS: usize = MAX_HEAPS;
+
     /// A pool over `inner` shaped by `config`; usable in a `static`.
     ///
     /// # Panics

@@ -298,7 +298,8 @@ impl Display for Delta {
                 (grew.saturating_sub(TOP), "grew"),
                 (fell - fell_listed, "fell"),
             ];
-            if let (Some(note), false) = (estimates_note(self.sampled_mean), sites.is_empty()) {
+            let listed = !sites.is_empty();
+            if let (Some(note), true) = (estimates_note(self.sampled_mean), listed) {
                 lines.push(format!("   {note}"));
             }
             for s in sites {
@@ -332,7 +333,10 @@ impl Display for Delta {
             let unlisted: Vec<String> = unlisted
                 .iter()
                 .filter(|(n, _)| *n > 0)
-                .map(|(n, how)| format!("{} that {how}", count(*n as u64, "more site")))
+                .map(|(n, how)| {
+                    let word = if listed { "more site" } else { "site" };
+                    format!("{} that {how}", count(*n as u64, word))
+                })
                 .collect();
             if !unlisted.is_empty() {
                 lines.push(format!("   … and {}", unlisted.join(", ")));
@@ -393,10 +397,11 @@ fn tag_rows(d: &Delta) -> Vec<(String, i64, i64, u64)> {
         .tags()
         .iter()
         .map(|t| {
-            // Quoted when it could be taken for something else: `scope("")`, or a tag named as
-            // the remainder's row.
+            // Quoted when it could be taken for something else: `scope("")`, a tag named as the
+            // remainder's row, or one that starts with a quote as quoted names do.
             let name = match t.tag {
                 "" | NO_TAG => format!("{:?}", t.tag),
+                tag if tag.starts_with('"') => format!("{tag:?}"),
                 tag => OneLine(tag).to_string(),
             };
             (name, t.live_bytes, t.live_blocks, t.allocated_bytes)
