@@ -421,23 +421,29 @@ fn the_types_line_counts_blocks_of_unknown_type() {
     );
 }
 
-/// The demo timeline with `n` more sites like the cache's (other functions, growing as much).
-fn timeline_with_more_cache_like_sites(n: usize) -> Timeline {
+/// The demo timeline with each checkpoint's sites (JSON) changed by `edit(steps, sites)`.
+fn demo_timeline_with(edit: impl Fn(u64, &mut Vec<serde_json::Value>)) -> Timeline {
     let checkpoints: Vec<serde_json::Value> = (0..=common::STEPS)
         .map(|steps| {
             let mut c = common::snapshot(steps);
-            let sites = c["sites"].as_array_mut().unwrap();
-            for k in 0..n {
-                let mut other = sites[0].clone();
-                other["id"] = (100 + k).into();
-                other["site"]["frames"][0]["function"] = format!("service::copy_{k}").into();
-                sites.push(other);
-            }
+            edit(steps, c["sites"].as_array_mut().unwrap());
             c
         })
         .collect();
     Timeline::read_json_from(common::timeline_file_of(checkpoints).as_bytes())
         .expect("the timeline reads")
+}
+
+/// The demo timeline with `n` more sites like the cache's (other functions, growing as much).
+fn timeline_with_more_cache_like_sites(n: usize) -> Timeline {
+    demo_timeline_with(|_, sites| {
+        for k in 0..n {
+            let mut other = sites[0].clone();
+            other["id"] = (100 + k).into();
+            other["site"]["frames"][0]["function"] = format!("service::copy_{k}").into();
+            sites.push(other);
+        }
+    })
 }
 
 #[test]
@@ -453,29 +459,21 @@ fn a_step_says_how_many_growing_sites_it_did_not_list() {
 
 #[test]
 fn the_types_line_shows_a_type_that_grew_by_reallocation_alone() {
-    let checkpoints: Vec<serde_json::Value> = (0..=common::STEPS)
-        .map(|steps| {
-            let mut c = common::snapshot(steps);
-            // The config's site: one block, reallocated to 1,000 bytes more at every step.
-            let sites = c["sites"].as_array_mut().unwrap();
-            let config = sites
-                .iter_mut()
-                .find(|s| s["site"]["frames"][0]["function"] == "service::config::load")
-                .unwrap();
-            let grown = 2048 + 1000 * steps;
-            config["alloc_blocks"] = (65536 * (1 + steps)).into();
-            config["free_blocks"] = (65536 * steps).into();
-            config["alloc_bytes"] = (2048 * (1 + steps) + 1000 * steps * (steps + 1) / 2).into();
-            config["free_bytes"] =
-                (2048 * (1 + steps) + 1000 * steps * (steps + 1) / 2 - grown).into();
-            config["young_free"] = serde_json::json!([0, 0]);
-            c
-        })
-        .collect();
-    let d = Timeline::read_json_from(common::timeline_file_of(checkpoints).as_bytes())
-        .expect("the timeline reads")
-        .between("step 3", "step 4")
-        .unwrap();
+    let d = demo_timeline_with(|steps, sites| {
+        // The config's site: one block, reallocated to 1,000 bytes more at every step.
+        let config = sites
+            .iter_mut()
+            .find(|s| s["site"]["frames"][0]["function"] == "service::config::load")
+            .unwrap();
+        let grown = 2048 + 1000 * steps;
+        config["alloc_blocks"] = (65536 * (1 + steps)).into();
+        config["free_blocks"] = (65536 * steps).into();
+        config["alloc_bytes"] = (2048 * (1 + steps) + 1000 * steps * (steps + 1) / 2).into();
+        config["free_bytes"] = (2048 * (1 + steps) + 1000 * steps * (steps + 1) / 2 - grown).into();
+        config["young_free"] = serde_json::json!([0, 0]);
+    })
+    .between("step 3", "step 4")
+    .unwrap();
     let types = d.to_string();
     let types = types.lines().find(|l| l.trim_start().starts_with("types:"));
     assert!(
@@ -508,33 +506,26 @@ fn snapshot_files_keep_the_format_version_of_their_unchanged_shape() {
 
 #[test]
 fn a_growing_step_counts_the_sites_that_fell_among_those_it_did_not_list() {
-    let checkpoints: Vec<serde_json::Value> = (0..=common::STEPS)
-        .map(|steps| {
-            let mut c = common::snapshot(steps);
-            let sites = c["sites"].as_array_mut().unwrap();
-            // A site holding 10 blocks of 100 B at step 1, freed by step 4.
-            let mut gone = sites[0].clone();
-            gone["id"] = 300.into();
-            gone["site"]["frames"][0]["function"] = "service::scratch".into();
-            let (allocated, freed) = match steps {
-                0 => (0, 0),
-                1..=3 => (10, 0),
-                _ => (10, 10),
-            };
-            gone["alloc_blocks"] = (allocated * 65536).into();
-            gone["alloc_bytes"] = (allocated * 100).into();
-            gone["free_blocks"] = (freed * 65536).into();
-            gone["free_bytes"] = (freed * 100).into();
-            gone["young_free"] = serde_json::json!([0, 0]);
-            sites.push(gone);
-            c
-        })
-        .collect();
-    let text = Timeline::read_json_from(common::timeline_file_of(checkpoints).as_bytes())
-        .unwrap()
-        .between("step 1", "step 4")
-        .unwrap()
-        .to_string();
+    let text = demo_timeline_with(|steps, sites| {
+        // A site holding 10 blocks of 100 B at step 1, freed by step 4.
+        let mut gone = sites[0].clone();
+        gone["id"] = 300.into();
+        gone["site"]["frames"][0]["function"] = "service::scratch".into();
+        let (allocated, freed) = match steps {
+            0 => (0, 0),
+            1..=3 => (10, 0),
+            _ => (10, 10),
+        };
+        gone["alloc_blocks"] = (allocated * 65536).into();
+        gone["alloc_bytes"] = (allocated * 100).into();
+        gone["free_blocks"] = (freed * 65536).into();
+        gone["free_bytes"] = (freed * 100).into();
+        gone["young_free"] = serde_json::json!([0, 0]);
+        sites.push(gone);
+    })
+    .between("step 1", "step 4")
+    .unwrap()
+    .to_string();
     assert!(!text.contains("service::scratch"), "{text}");
     assert!(text.contains("… and 1 more site that fell"), "{text}");
 }
