@@ -106,9 +106,18 @@ pub fn checkpoint(label: impl Into<String>) -> Delta {
             Some(prev) => snap.since(prev),
             None => snap.since(&Snapshot::zero()),
         };
-        tl.push(snap);
+        append(&mut tl, snap);
         delta
     })
+}
+
+/// Appends `snap` to the timeline; the chunks of its sites that did not change since the last
+/// checkpoint are kept once, so a long run's timeline grows with the sites that change.
+fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot) {
+    if let Some(prev) = tl.last() {
+        snap.sites.share_with(&prev.sites);
+    }
+    tl.push(snap);
 }
 
 /// Every checkpoint taken so far, with the growth detector.
@@ -157,4 +166,30 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
     let after = read();
     let delta = thread::untracked(|| Delta::between(&before, &after).thread_only());
     (r, delta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{SiteCount, SiteList};
+
+    fn checkpoint_with(sites: &[(u32, u64)]) -> Snapshot {
+        let mut s = Snapshot::zero();
+        s.sites = SiteList::new(
+            sites
+                .iter()
+                .map(|&(id, allocs)| SiteCount::live(id, allocs))
+                .collect(),
+        );
+        s
+    }
+
+    #[test]
+    fn a_checkpoint_holds_the_sites_that_did_not_change_once() {
+        let mut tl = Vec::new();
+        append(&mut tl, checkpoint_with(&[(1, 1), (40, 1)]));
+        append(&mut tl, checkpoint_with(&[(1, 1), (40, 2)]));
+        assert_eq!(tl[1].sites.shared_chunks(&tl[0].sites), 1);
+        assert_eq!(tl[1], checkpoint_with(&[(1, 1), (40, 2)]));
+    }
 }

@@ -12,6 +12,9 @@ use crate::sizeclass::class_size;
 use crate::stats::{self, Counts, Raw};
 use crate::thread;
 
+mod sites;
+pub(crate) use sites::{ChunkMemo, SiteList};
+
 /// Process-wide totals. Byte figures are the bytes the program asked for (`Layout::size`), never
 /// the tracker's header.
 ///
@@ -67,6 +70,24 @@ pub(crate) struct SiteCount {
     pub young_free: (u64, u64),
 }
 
+#[cfg(test)]
+impl SiteCount {
+    /// Site `id` with `allocs` live blocks of 8 bytes, not resolved.
+    pub(crate) fn live(id: SiteId, allocs: u64) -> SiteCount {
+        SiteCount {
+            id,
+            site: None,
+            counts: Counts {
+                alloc_blocks: allocs,
+                alloc_bytes: 8 * allocs,
+                free_blocks: 0,
+                free_bytes: 0,
+            },
+            young_free: (0, 0),
+        }
+    }
+}
+
 /// The heap's counters at one moment: totals, size classes, scope tags and call sites.
 ///
 /// ```
@@ -107,7 +128,7 @@ pub struct Snapshot {
     pub(crate) young_free: (u64, u64),
     pub(crate) classes: Vec<ClassCount>,
     pub(crate) tags: Vec<TagCount>,
-    pub(crate) sites: Vec<SiteCount>,
+    pub(crate) sites: SiteList,
     pub(crate) pool: Option<PoolStats>,
 }
 
@@ -168,7 +189,7 @@ impl Snapshot {
             young_free: (0, 0),
             classes: Vec::new(),
             tags: Vec::new(),
-            sites: Vec::new(),
+            sites: SiteList::default(),
             pool: None,
         }
     }
@@ -228,18 +249,19 @@ impl Snapshot {
                 counts: *c,
             })
             .collect();
-        let sites = raw
-            .sites
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !c.counts.is_zero())
-            .map(|(i, c)| SiteCount {
-                id: i as SiteId,
-                site: None,
-                counts: c.counts,
-                young_free: c.young_free,
-            })
-            .collect();
+        let sites = SiteList::new(
+            raw.sites
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| !c.counts.is_zero())
+                .map(|(i, c)| SiteCount {
+                    id: i as SiteId,
+                    site: None,
+                    counts: c.counts,
+                    young_free: c.young_free,
+                })
+                .collect(),
+        );
         let live_bytes = all.live_bytes();
         let live_blocks = all.live_blocks();
         Snapshot {
@@ -273,7 +295,7 @@ impl Snapshot {
             return;
         }
         thread::untracked(|| {
-            for s in &mut self.sites {
+            for s in self.sites.iter_mut() {
                 if s.site.is_none() {
                     s.site = Some(callsite::resolve(s.id));
                 }

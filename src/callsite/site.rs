@@ -1,6 +1,9 @@
 //! The public, symbolised form of a call site: [`Site`] and its [`Frame`]s.
 
 use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::report::text::OneLine;
 
@@ -65,8 +68,12 @@ impl fmt::Display for Frame {
 /// assert_eq!(site.frames().len(), 2);
 /// assert_eq!(site.type_name(), "(unknown)");
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct Site {
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Site(Arc<SiteData>);
+
+/// A site's contents, shared by its copies: a long timeline names the same sites many times.
+#[derive(Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+struct SiteData {
     frames: Vec<Frame>,
     type_name: Option<String>,
 }
@@ -81,26 +88,23 @@ impl Site {
     /// assert_eq!(site.to_string(), "(unknown)");
     /// ```
     pub fn new(frames: Vec<Frame>) -> Site {
-        Site {
-            frames,
-            type_name: None,
-        }
+        Site::with_type(frames, None)
     }
 
     /// A site made of `frames` (innermost first) allocating `type_name`, for tests and tools
     /// that build sites by hand.
     #[doc(hidden)]
     pub fn from_frames(frames: Vec<Frame>, type_name: Option<String>) -> Site {
-        Site { frames, type_name }
+        Site::with_type(frames, type_name)
     }
 
     /// The site as reports name it: its first frame and its type. Sites that differ only further
     /// out (other callers, or a recursion cut at another depth) have the same leaf.
     pub(crate) fn leaf(&self) -> Site {
-        Site {
-            frames: self.frames.iter().take(1).cloned().collect(),
-            type_name: self.type_name.clone(),
-        }
+        Site::with_type(
+            self.0.frames.iter().take(1).cloned().collect(),
+            self.0.type_name.clone(),
+        )
     }
 
     /// A site whose frames are not known (`Display`: `(unknown)`).
@@ -110,7 +114,7 @@ impl Site {
 
     /// A site whose allocated type was derived (`None` = unknown).
     pub(crate) fn with_type(frames: Vec<Frame>, type_name: Option<String>) -> Site {
-        Site { frames, type_name }
+        Site(Arc::new(SiteData { frames, type_name }))
     }
 
     /// The frames, innermost first: `frames()[0]` is the innermost user frame, the last is the
@@ -123,7 +127,7 @@ impl Site {
     /// assert_eq!(site.frames()[0].function, "f");
     /// ```
     pub fn frames(&self) -> &[Frame] {
-        &self.frames
+        &self.0.frames
     }
 
     /// The allocated type derived from the standard-library frames the allocation went through
@@ -136,7 +140,7 @@ impl Site {
     /// assert_eq!(Site::new(Vec::new()).type_name(), "(unknown)");
     /// ```
     pub fn type_name(&self) -> &str {
-        self.type_name.as_deref().unwrap_or("(unknown)")
+        self.0.type_name.as_deref().unwrap_or("(unknown)")
     }
 }
 
@@ -154,10 +158,32 @@ impl fmt::Display for Site {
     /// assert_eq!(format!("{site}"), "model::encode (src/model.rs:61)");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.frames.first() {
+        match self.0.frames.first() {
             Some(frame) => fmt::Display::fmt(frame, f),
             None => f.write_str("(unknown)"),
         }
+    }
+}
+
+impl fmt::Debug for Site {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Site")
+            .field("frames", &self.0.frames)
+            .field("type_name", &self.0.type_name)
+            .finish()
+    }
+}
+
+/// Written as `{"frames": [...], "type_name": ...}`.
+impl Serialize for Site {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Site {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Site, D::Error> {
+        SiteData::deserialize(deserializer).map(|d| Site(Arc::new(d)))
     }
 }
 

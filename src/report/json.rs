@@ -15,17 +15,20 @@
 //! version 1 and are still written as such, so older heapdelta releases read them.
 
 use std::collections::btree_map::{BTreeMap, Entry};
+use std::collections::HashSet;
+use std::fmt;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::callsite::{Site, SiteId};
+use crate::callsite::{self, Site, SiteId};
 use crate::diff::Timeline;
 use crate::error::Error;
 use crate::report::write_file;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{ChunkMemo, SiteCount, Snapshot};
 
 /// The newest file format version: this build writes timelines in it and reads every version up
 /// to it.
@@ -67,7 +70,33 @@ struct SnapshotBody {
 struct TimelineBody {
     #[serde(default)]
     sites: Vec<SiteEntry>,
+    #[serde(deserialize_with = "shared_checkpoints")]
     checkpoints: Vec<Snapshot>,
+}
+
+/// A timeline's checkpoints, each sharing with the one before it the chunks of sites that did not
+/// change between them as it is read, so that reading a long timeline never holds it unshared.
+fn shared_checkpoints<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<Snapshot>, D::Error> {
+    struct Checkpoints;
+    impl<'de> Visitor<'de> for Checkpoints {
+        type Value = Vec<Snapshot>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of checkpoints")
+        }
+        fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Vec<Snapshot>, S::Error> {
+            let mut checkpoints: Vec<Snapshot> = Vec::new();
+            while let Some(mut s) = seq.next_element::<Snapshot>()? {
+                if let Some(prev) = checkpoints.last() {
+                    s.sites.share_with(&prev.sites);
+                }
+                checkpoints.push(s);
+            }
+            Ok(checkpoints)
+        }
+    }
+    deserializer.deserialize_seq(Checkpoints)
 }
 
 /// The contents of a heapdelta JSON file of either kind.
@@ -92,17 +121,48 @@ fn format_error(e: serde_json::Error) -> Error {
     Error::Format(format!("{what} ({e})"))
 }
 
+/// A file's envelope: its format version and kind, whatever else it holds (skipped unread).
+#[derive(Default)]
+struct Envelope {
+    version: Option<Value>,
+    kind: Option<Value>,
+}
+
+impl<'de> Deserialize<'de> for Envelope {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Envelope, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = Envelope;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object with a \"heapdelta_format\" field")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Envelope, M::Error> {
+                let mut e = Envelope::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "heapdelta_format" => e.version = Some(map.next_value()?),
+                        "kind" => e.kind = Some(map.next_value()?),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(e)
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
 /// Reads any heapdelta JSON file: checks the envelope first, so a file from a newer heapdelta is
-/// reported as such even when its contents changed shape.
-pub(crate) fn read_contents(r: impl Read) -> Result<Contents, Error> {
+/// reported as such even when its contents changed shape. The file is read twice, as text, never
+/// as a tree of JSON values (a long timeline's tree would take several times its size).
+pub(crate) fn read_contents(mut r: impl Read) -> Result<Contents, Error> {
     crate::thread::untracked(|| {
-        let value: Value = serde_json::from_reader(r).map_err(format_error)?;
-        let Some(obj) = value.as_object() else {
-            return Err(Error::Format(
-                "expected a JSON object with a \"heapdelta_format\" field".to_string(),
-            ));
-        };
-        let version = match obj.get("heapdelta_format") {
+        let mut text = Vec::new();
+        r.read_to_end(&mut text)?;
+        let envelope: Envelope = serde_json::from_slice(&text).map_err(format_error)?;
+        let version = match envelope.version {
             None => {
                 return Err(Error::Format(
                     "no \"heapdelta_format\" field: not a heapdelta JSON file".to_string(),
@@ -125,14 +185,14 @@ pub(crate) fn read_contents(r: impl Read) -> Result<Contents, Error> {
                 "\"heapdelta_format\" 0 does not exist".to_string(),
             ));
         }
-        match obj.get("kind").and_then(Value::as_str) {
+        match envelope.kind.as_ref().and_then(Value::as_str) {
             Some(SNAPSHOT) => {
-                let body: SnapshotBody = serde_json::from_value(value).map_err(format_error)?;
+                let body: SnapshotBody = serde_json::from_slice(&text).map_err(format_error)?;
                 check_snapshot(&body.snapshot).map_err(Error::Format)?;
                 Ok(Contents::Snapshot(Box::new(body.snapshot)))
             }
             Some(TIMELINE) => {
-                let body: TimelineBody = serde_json::from_value(value).map_err(format_error)?;
+                let body: TimelineBody = serde_json::from_slice(&text).map_err(format_error)?;
                 let checkpoints = with_site_table(body, version).map_err(Error::Format)?;
                 check_timeline(&checkpoints).map_err(Error::Format)?;
                 Ok(Contents::Timeline(Timeline::new(checkpoints)))
@@ -228,45 +288,106 @@ fn repeated<K: Eq + std::hash::Hash + std::fmt::Debug>(
     Ok(())
 }
 
-/// Moves every site's frames out of `checkpoints` into a table, each site once (see the module
-/// docs); the table lists sites by id.
-fn site_table(checkpoints: &mut [Snapshot]) -> Vec<SiteEntry> {
-    let mut table = BTreeMap::new();
-    for c in checkpoints.iter_mut().flat_map(|s| s.sites.iter_mut()) {
-        if let Some(site) = c.site.take() {
-            match table.entry(c.id) {
-                Entry::Vacant(e) => {
-                    e.insert(site);
-                }
-                Entry::Occupied(e) if *e.get() == site => {}
-                Entry::Occupied(_) => c.site = Some(site),
-            }
-        }
-    }
-    table
+/// The table of every site's frames (see the module docs), each site once, by id, and the
+/// checkpoints as they are written: a site whose frames the table holds under its id is written
+/// by id alone. Checkpoints that share a chunk of sites share it here too, so writing a long
+/// timeline copies only its chunks that change.
+fn site_table(checkpoints: &[Snapshot]) -> (Vec<SiteEntry>, Vec<Snapshot>) {
+    let here = crate::checkpoint::run_id();
+    let mut table: BTreeMap<SiteId, Site> = BTreeMap::new();
+    // The ids whose table entry is this run's own site: its sites not yet resolved match them.
+    let mut resolved_here: HashSet<SiteId> = HashSet::new();
+    let mut memo = ChunkMemo::new();
+    let written = crate::thread::untracked(|| {
+        checkpoints
+            .iter()
+            .map(|s| {
+                let this_run = s.run == here;
+                let sites = s.sites.map_chunks(&mut memo, this_run, |chunk| {
+                    let mut out: Option<Vec<SiteCount>> = None;
+                    for (i, c) in chunk.iter().enumerate() {
+                        let inline = match (&c.site, this_run) {
+                            (Some(site), _) => match table.entry(c.id) {
+                                Entry::Vacant(e) => {
+                                    e.insert(site.clone());
+                                    None
+                                }
+                                Entry::Occupied(e) if e.get() == site => None,
+                                Entry::Occupied(_) => Some(site.clone()),
+                            },
+                            (None, true) if resolved_here.contains(&c.id) => None,
+                            (None, true) => {
+                                let site = callsite::resolve(c.id);
+                                match table.entry(c.id) {
+                                    Entry::Vacant(e) => {
+                                        e.insert(site);
+                                        resolved_here.insert(c.id);
+                                        None
+                                    }
+                                    Entry::Occupied(e) if *e.get() == site => {
+                                        resolved_here.insert(c.id);
+                                        None
+                                    }
+                                    Entry::Occupied(_) => Some(site),
+                                }
+                            }
+                            // Another run's site without frames: written as it is.
+                            (None, false) => c.site.clone(),
+                        };
+                        if inline != c.site {
+                            out.get_or_insert_with(|| chunk.to_vec())[i].site = inline;
+                        }
+                    }
+                    out
+                });
+                // A copy of the list costs a count per chunk.
+                let mut written = s.clone();
+                written.sites = sites;
+                written
+            })
+            .collect()
+    });
+    let table = table
         .into_iter()
         .map(|(id, site)| SiteEntry { id, site })
-        .collect()
+        .collect();
+    (table, written)
 }
 
 /// A timeline file's checkpoints with the frames of the table's sites put back in (a version 1
 /// file has no table and every frame inline); an error if the table lists an id twice, or, from
 /// version 2 on, if a site has neither frames of its own nor an entry in the table (a damaged
-/// file, whose sites would otherwise all read as unknown).
+/// file, whose sites would otherwise all read as unknown). Checkpoints that share a chunk of sites
+/// (see `shared_checkpoints`) share it filled in too.
 fn with_site_table(body: TimelineBody, version: u64) -> Result<Vec<Snapshot>, String> {
     repeated(body.sites.iter().map(|e| e.id), "the site table's site")?;
     let table: BTreeMap<SiteId, Site> = body.sites.into_iter().map(|e| (e.id, e.site)).collect();
     let mut checkpoints = body.checkpoints;
+    let mut memo = ChunkMemo::new();
+    let mut missing = None;
     for (i, s) in checkpoints.iter_mut().enumerate() {
-        for c in s.sites.iter_mut().filter(|c| c.site.is_none()) {
-            c.site = table.get(&c.id).cloned();
-            if c.site.is_none() && version >= 2 {
-                return Err(format!(
-                    "checkpoint {}: site {} has no frames and is not in the site table",
-                    i + 1,
-                    c.id
-                ));
+        s.sites = s.sites.map_chunks(&mut memo, false, |chunk| {
+            let mut out: Option<Vec<SiteCount>> = None;
+            for (j, c) in chunk.iter().enumerate() {
+                if c.site.is_some() {
+                    continue;
+                }
+                match table.get(&c.id) {
+                    Some(site) => {
+                        out.get_or_insert_with(|| chunk.to_vec())[j].site = Some(site.clone());
+                    }
+                    None => {
+                        missing.get_or_insert(c.id);
+                    }
+                }
             }
+            out
+        });
+        if let (Some(id), 2..) = (missing, version) {
+            return Err(format!(
+                "checkpoint {}: site {id} has no frames and is not in the site table",
+                i + 1
+            ));
         }
     }
     Ok(checkpoints)
@@ -379,11 +500,7 @@ impl Timeline {
     /// ```
     pub fn write_json_to(&self, w: impl Write) -> io::Result<()> {
         crate::report::write_for_program(w, |w| {
-            let mut resolved = self.checkpoints.clone();
-            for s in &mut resolved {
-                s.resolve_sites();
-            }
-            let sites = site_table(&mut resolved);
+            let (sites, resolved) = site_table(&self.checkpoints);
             serde_json::to_writer(
                 w,
                 &TimelineFile {
@@ -432,6 +549,7 @@ impl Timeline {
 mod tests {
     use super::*;
     use crate::pool::PoolStats;
+    use crate::snapshot::SiteList;
 
     #[test]
     fn pool_statistics_round_trip_and_reach_the_delta() {
@@ -447,6 +565,91 @@ mod tests {
         assert_eq!(back, s);
         let d = back.since(&Snapshot::zero());
         assert_eq!(d.pool().map(|p| p.bytes_reserved), Some(1 << 20));
+    }
+
+    /// A checkpoint of another run whose sites (id, allocations) carry frames, as read from a
+    /// file.
+    fn checkpoint_of_another_run(label: &str, sites: &[(SiteId, u64)]) -> Snapshot {
+        let mut s = Snapshot::zero();
+        s.run ^= 1;
+        s.label = Some(label.to_string());
+        s.sites = SiteList::new(
+            sites
+                .iter()
+                .map(|&(id, allocs)| SiteCount {
+                    site: Some(Site::new(vec![crate::Frame {
+                        function: format!("app::f{id}"),
+                        file: Some("src/app.rs".to_string()),
+                        line: Some(id),
+                    }])),
+                    ..SiteCount::live(id, allocs)
+                })
+                .collect(),
+        );
+        s
+    }
+
+    fn written_and_read_back(checkpoints: Vec<Snapshot>) -> Vec<Snapshot> {
+        let mut out = Vec::new();
+        Timeline::new(checkpoints).write_json_to(&mut out).unwrap();
+        Timeline::read_json_from(&out[..])
+            .unwrap()
+            .checkpoints()
+            .to_vec()
+    }
+
+    #[test]
+    fn a_timeline_reads_back_as_it_was_written() {
+        let checkpoints = vec![
+            checkpoint_of_another_run("a", &[(1, 1), (40, 1)]),
+            checkpoint_of_another_run("b", &[(1, 1), (40, 2), (41, 1)]),
+        ];
+        assert_eq!(written_and_read_back(checkpoints.clone()), checkpoints);
+    }
+
+    #[test]
+    fn checkpoints_read_back_hold_the_sites_they_did_not_change_once() {
+        let back = written_and_read_back(vec![
+            checkpoint_of_another_run("a", &[(1, 1), (40, 1)]),
+            checkpoint_of_another_run("b", &[(1, 1), (40, 2)]),
+            checkpoint_of_another_run("c", &[(1, 1), (40, 3)]),
+        ]);
+        assert_eq!(back[1].sites.shared_chunks(&back[0].sites), 1);
+        assert_eq!(back[2].sites.shared_chunks(&back[0].sites), 1);
+        assert_eq!(back[2].sites.shared_chunks(&back[1].sites), 1);
+    }
+
+    #[test]
+    fn a_site_whose_frames_differ_under_one_id_keeps_them_inline() {
+        let first = checkpoint_of_another_run("a", &[(1, 1)]);
+        let mut second = checkpoint_of_another_run("b", &[(1, 2)]);
+        for c in second.sites.iter_mut() {
+            c.site = Some(Site::new(Vec::new()));
+        }
+        let mut out = Vec::new();
+        Timeline::new(vec![first.clone(), second.clone()])
+            .write_json_to(&mut out)
+            .unwrap();
+        let file: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(file["sites"].as_array().map(Vec::len), Some(1));
+        assert!(file["checkpoints"][0]["sites"][0].get("site").is_none());
+        assert!(file["checkpoints"][1]["sites"][0].get("site").is_some());
+        let back = Timeline::read_json_from(&out[..]).unwrap();
+        assert_eq!(back.checkpoints(), [first, second]);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_json_object_is_a_format_error() {
+        for text in ["[1, 2]", "3", "\"snapshot\""] {
+            let err = read_contents(text.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains("a JSON object"), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_truncated_file_is_reported_as_truncated_before_anything_else() {
+        let err = read_contents(&b"{\"kind\": \"timeline\", \"checkpoints\": [{"[..]).unwrap_err();
+        assert!(err.to_string().contains("truncated"), "{err}");
     }
 
     /// The demo snapshot file as a JSON value.

@@ -1,0 +1,203 @@
+//! `SiteList`: a snapshot's call-site counters, kept in chunks that the checkpoints of a timeline
+//! share for as long as the chunk's counters do not change.
+//!
+//! A long run's timeline holds every call site at every checkpoint; most of them (start-up code,
+//! rare paths) stop changing early. Sharing their chunks makes the timeline grow with the sites
+//! that changed in each step rather than with all of them, and makes a copy of it cheap.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::SiteCount;
+use crate::callsite::SiteId;
+
+/// Ids per chunk. Sites are numbered in the order they are first seen, so a program's start-up
+/// sites fall in chunks of their own, apart from those of its main loop.
+const CHUNK_IDS: SiteId = 16;
+
+/// What `SiteList::map_chunks` made of each chunk: by the chunk's address and the caller's flag.
+/// The memo also holds each chunk it was given, so that no address in it is reused by another
+/// chunk while it lives.
+pub(crate) type ChunkMemo = HashMap<(*const SiteCount, bool), (Arc<[SiteCount]>, Arc<[SiteCount]>)>;
+
+/// Call-site counters sorted by id, in chunks of `CHUNK_IDS` consecutive ids (empty chunks left
+/// out). Equal lists have equal chunks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SiteList {
+    chunks: Vec<Arc<[SiteCount]>>,
+}
+
+fn chunk_of(id: SiteId) -> SiteId {
+    id / CHUNK_IDS
+}
+
+impl SiteList {
+    /// The list of `sites`, in any order.
+    pub fn new(mut sites: Vec<SiteCount>) -> SiteList {
+        sites.sort_by_key(|s| s.id);
+        let mut chunks = Vec::new();
+        let mut rest = sites.as_slice();
+        while let Some(first) = rest.first() {
+            let key = chunk_of(first.id);
+            let n = rest.partition_point(|s| chunk_of(s.id) == key);
+            chunks.push(Arc::from(&rest[..n]));
+            rest = &rest[n..];
+        }
+        SiteList { chunks }
+    }
+
+    /// The sites, by id.
+    pub fn iter(&self) -> impl Iterator<Item = &SiteCount> + '_ {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
+    /// The sites, by id, to change: a chunk another list shares is copied first.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut SiteCount> + '_ {
+        self.chunks
+            .iter_mut()
+            .flat_map(|c| Arc::make_mut(c).iter_mut())
+    }
+
+    /// Replaces each chunk that equals the same chunk of `earlier` by `earlier`'s, so the two
+    /// lists hold it once.
+    pub fn share_with(&mut self, earlier: &SiteList) {
+        let mut prev = earlier.chunks.iter().peekable();
+        for c in &mut self.chunks {
+            let key = chunk_of(c[0].id);
+            while prev.next_if(|p| chunk_of(p[0].id) < key).is_some() {}
+            if let Some(p) = prev.next_if(|p| chunk_of(p[0].id) == key) {
+                if p == c {
+                    *c = Arc::clone(p);
+                }
+            }
+        }
+    }
+
+    /// The list with each chunk replaced by what `f` makes of it (`None`: the chunk as it is). A
+    /// chunk that several lists share is mapped once for all calls given the same `memo` and
+    /// `flag`, and the lists made share its replacement.
+    pub fn map_chunks(
+        &self,
+        memo: &mut ChunkMemo,
+        flag: bool,
+        mut f: impl FnMut(&[SiteCount]) -> Option<Vec<SiteCount>>,
+    ) -> SiteList {
+        let chunks = self
+            .chunks
+            .iter()
+            .map(|c| {
+                let key = (Arc::as_ptr(c) as *const SiteCount, flag);
+                let (_, mapped) = memo.entry(key).or_insert_with(|| {
+                    let mapped = match f(c) {
+                        Some(v) => Arc::from(v),
+                        None => Arc::clone(c),
+                    };
+                    (Arc::clone(c), mapped)
+                });
+                Arc::clone(mapped)
+            })
+            .collect();
+        SiteList { chunks }
+    }
+
+    /// How many chunks this list holds that `other` holds too (the same memory): for tests.
+    #[cfg(test)]
+    pub fn shared_chunks(&self, other: &SiteList) -> usize {
+        self.chunks
+            .iter()
+            .filter(|c| other.chunks.iter().any(|o| Arc::ptr_eq(c, o)))
+            .count()
+    }
+}
+
+impl<'a> IntoIterator for &'a SiteList {
+    type Item = &'a SiteCount;
+    type IntoIter = std::iter::FlatMap<
+        std::slice::Iter<'a, Arc<[SiteCount]>>,
+        &'a [SiteCount],
+        fn(&'a Arc<[SiteCount]>) -> &'a [SiteCount],
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        fn entries(c: &Arc<[SiteCount]>) -> &[SiteCount] {
+            c
+        }
+        self.chunks.iter().flat_map(entries as fn(_) -> _)
+    }
+}
+
+impl Serialize for SiteList {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for SiteList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SiteList, D::Error> {
+        Vec::<SiteCount>::deserialize(deserializer).map(SiteList::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(id: SiteId, allocs: u64) -> SiteCount {
+        SiteCount::live(id, allocs)
+    }
+
+    fn ids(l: &SiteList) -> Vec<SiteId> {
+        l.iter().map(|s| s.id).collect()
+    }
+
+    #[test]
+    fn sites_are_listed_by_id_whatever_order_they_come_in() {
+        let l = SiteList::new(vec![site(40, 1), site(3, 1), site(17, 1), site(5, 1)]);
+        assert_eq!(ids(&l), [3, 5, 17, 40]);
+        assert_eq!((&l).into_iter().count(), 4);
+    }
+
+    #[test]
+    fn a_chunk_that_did_not_change_is_held_once() {
+        let earlier = SiteList::new(vec![site(1, 5), site(2, 5), site(20, 5), site(40, 5)]);
+        let mut later = SiteList::new(vec![site(1, 5), site(2, 5), site(20, 6), site(40, 5)]);
+        later.share_with(&earlier);
+        assert_eq!(later.shared_chunks(&earlier), 2, "ids 1-2 and 40 unchanged");
+        assert_eq!(ids(&later), [1, 2, 20, 40]);
+        assert_eq!(later.iter().nth(2).map(|s| s.counts.alloc_blocks), Some(6));
+    }
+
+    #[test]
+    fn a_chunk_with_a_new_site_is_not_shared() {
+        let earlier = SiteList::new(vec![site(1, 5)]);
+        let mut later = SiteList::new(vec![site(1, 5), site(2, 1), site(70, 1)]);
+        later.share_with(&earlier);
+        assert_eq!(later.shared_chunks(&earlier), 0);
+        assert_eq!(ids(&later), [1, 2, 70]);
+    }
+
+    #[test]
+    fn changing_a_shared_chunk_leaves_the_other_list_as_it_was() {
+        let earlier = SiteList::new(vec![site(1, 5), site(2, 5)]);
+        let mut later = earlier.clone();
+        later.share_with(&earlier);
+        for s in later.iter_mut() {
+            s.counts.alloc_blocks += 1;
+        }
+        assert_eq!(
+            earlier.iter().map(|s| s.counts.alloc_blocks).sum::<u64>(),
+            10
+        );
+        assert_eq!(later.iter().map(|s| s.counts.alloc_blocks).sum::<u64>(), 12);
+    }
+
+    #[test]
+    fn a_list_reads_back_as_it_was_written() {
+        let l = SiteList::new(vec![site(9, 2), site(33, 3)]);
+        let text = serde_json::to_string(&l).expect("serializes");
+        let back: SiteList = serde_json::from_str(&text).expect("reads back");
+        assert_eq!(back, l);
+    }
+}
