@@ -102,22 +102,23 @@ pub fn checkpoint(label: impl Into<String>) -> Delta {
         // every slot with the newest epoch and the timeline in their order.
         let snap = Snapshot::take(Some(label), true);
         stats::advance_epoch();
-        let delta = match tl.last() {
-            Some(prev) => snap.since(prev),
-            None => snap.since(&Snapshot::zero()),
-        };
-        append(&mut tl, snap);
-        delta
+        append(&mut tl, snap)
     })
 }
 
-/// Appends `snap` to the timeline; the chunks of its sites that did not change since the last
-/// checkpoint are kept once, so a long run's timeline grows with the sites that change.
-fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot) {
-    if let Some(prev) = tl.last() {
-        snap.sites.share_with(&prev.sites);
-    }
+/// Appends `snap` to the timeline and returns the growth since the checkpoint before it. The
+/// chunks of its sites that did not change since that checkpoint are kept once, so a long run's
+/// timeline grows with the sites that change (and the growth is found in the others alone).
+fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot) -> Delta {
+    let delta = match tl.last() {
+        Some(prev) => {
+            snap.sites.share_with(&prev.sites);
+            snap.since(prev)
+        }
+        None => snap.since(&Snapshot::zero()),
+    };
     tl.push(snap);
+    delta
 }
 
 /// Every checkpoint taken so far, with the growth detector.

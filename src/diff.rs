@@ -619,39 +619,37 @@ impl Delta {
 }
 
 /// Per-site changes from `a` to `b` (a window when `window`, see `change`), keyed by interned id
-/// within one run, by resolved site across runs (files).
+/// in this process, by resolved site otherwise (files); sites of two snapshots of one run are
+/// paired by id, of two runs by their frames.
 fn site_changes(a: &Snapshot, b: &Snapshot, window: bool) -> Vec<(SiteKey, SiteWindow)> {
-    let same_run = a.run == b.run && b.run == checkpoint::run_id();
-    let key = |s: &SiteCount| -> SiteKey {
-        match (&s.site, same_run) {
-            (Some(site), false) => SiteKey::Resolved(site.clone()),
-            (_, true) => SiteKey::Id(s.id),
-            (None, false) => SiteKey::Resolved(Site::unknown()),
-        }
-    };
     let since = |after: &SiteWindow, before: &SiteWindow| after.since(before, window);
-    if same_run {
-        let site_of: HashMap<SiteId, SiteKey> = a
-            .sites
-            .iter()
-            .chain(&b.sites)
-            .map(|s| (s.id, key(s)))
-            .collect();
-        changes_of(
-            a.sites.iter().map(|s| (s.id, SiteWindow::of(s))),
-            b.sites.iter().map(|s| (s.id, SiteWindow::of(s))),
-            since,
-        )
-        .into_iter()
-        .filter_map(|(id, w)| Some((site_of.get(&id)?.clone(), w)))
-        .collect()
+    if a.run == b.run {
+        // Within one run an id is one site. Sites in chunks the two snapshots share did not
+        // change (consecutive checkpoints share most of theirs).
+        let here = b.run == checkpoint::run_id();
+        let window_of = |s: Option<&SiteCount>| s.map_or_else(SiteWindow::default, SiteWindow::of);
+        b.sites
+            .unshared_with(&a.sites)
+            .into_iter()
+            .filter_map(|(id, before, after)| {
+                let w = since(&window_of(after), &window_of(before));
+                if w == SiteWindow::default() {
+                    return None;
+                }
+                let key = match (here, after.or(before).and_then(|s| s.site.as_ref())) {
+                    (true, _) => SiteKey::Id(id),
+                    (false, Some(site)) => SiteKey::Resolved(site.clone()),
+                    (false, None) => SiteKey::Resolved(Site::unknown()),
+                };
+                Some((key, w))
+            })
+            .collect()
     } else {
         let by_site = |snap: &Snapshot| {
             let mut m: HashMap<Site, SiteWindow> = HashMap::new();
             for s in &snap.sites {
-                if let SiteKey::Resolved(site) = key(s) {
-                    m.entry(site).or_default().add(&SiteWindow::of(s));
-                }
+                let site = s.site.clone().unwrap_or_else(Site::unknown);
+                m.entry(site).or_default().add(&SiteWindow::of(s));
             }
             m
         };

@@ -5,6 +5,7 @@
 //! rare paths) stop changing early. Sharing their chunks makes the timeline grow with the sites
 //! that changed in each step rather than with all of them, and makes a copy of it cheap.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -75,6 +76,41 @@ impl SiteList {
         }
     }
 
+    /// The sites that this list and `earlier` do not hold in a shared chunk, by id, each with its
+    /// entry in `earlier` and in this list (`None` where a list does not hold it). A shared chunk
+    /// is the same in both, so this is every site whose counters may differ.
+    pub fn unshared_with<'a>(&'a self, earlier: &'a SiteList) -> Vec<Pair<'a>> {
+        let mut out = Vec::new();
+        let (mut a, mut b) = (
+            earlier.chunks.iter().peekable(),
+            self.chunks.iter().peekable(),
+        );
+        loop {
+            let order = match (a.peek(), b.peek()) {
+                (None, None) => break,
+                (Some(x), Some(y)) => chunk_of(x[0].id).cmp(&chunk_of(y[0].id)),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+            };
+            let (x, y) = match order {
+                Ordering::Less => (a.next(), None),
+                Ordering::Greater => (None, b.next()),
+                Ordering::Equal => (a.next(), b.next()),
+            };
+            if let (Some(x), Some(y)) = (x, y) {
+                if Arc::ptr_eq(x, y) {
+                    continue;
+                }
+            }
+            merge_by_id(
+                x.map_or(&[], |c| &c[..]),
+                y.map_or(&[], |c| &c[..]),
+                &mut out,
+            );
+        }
+        out
+    }
+
     /// The list with each chunk replaced by what `f` makes of it (`None`: the chunk as it is). A
     /// chunk that several lists share is mapped once for all calls given the same `memo` and
     /// `flag`, and the lists made share its replacement.
@@ -109,6 +145,36 @@ impl SiteList {
             .iter()
             .filter(|c| other.chunks.iter().any(|o| Arc::ptr_eq(c, o)))
             .count()
+    }
+}
+
+/// A site's entries in two lists (see `SiteList::unshared_with`).
+pub(crate) type Pair<'a> = (SiteId, Option<&'a SiteCount>, Option<&'a SiteCount>);
+
+/// Appends the entries of `a` and `b`, both sorted by id, to `out` as pairs by id.
+fn merge_by_id<'a>(a: &'a [SiteCount], b: &'a [SiteCount], out: &mut Vec<Pair<'a>>) {
+    let (mut i, mut j) = (0, 0);
+    loop {
+        match (a.get(i), b.get(j)) {
+            (None, None) => return,
+            (Some(x), Some(y)) if x.id == y.id => {
+                out.push((x.id, Some(x), Some(y)));
+                i += 1;
+                j += 1;
+            }
+            (Some(x), Some(y)) if x.id < y.id => {
+                out.push((x.id, Some(x), None));
+                i += 1;
+            }
+            (Some(x), None) => {
+                out.push((x.id, Some(x), None));
+                i += 1;
+            }
+            (_, Some(y)) => {
+                out.push((y.id, None, Some(y)));
+                j += 1;
+            }
+        }
     }
 }
 
@@ -191,6 +257,36 @@ mod tests {
             10
         );
         assert_eq!(later.iter().map(|s| s.counts.alloc_blocks).sum::<u64>(), 12);
+    }
+
+    #[test]
+    fn the_unshared_sites_are_those_outside_shared_chunks_paired_by_id() {
+        let earlier = SiteList::new(vec![site(1, 5), site(20, 5), site(21, 5), site(40, 5)]);
+        let mut later = SiteList::new(vec![
+            site(1, 5),
+            site(20, 6),
+            site(22, 1),
+            site(40, 5),
+            site(70, 1),
+        ]);
+        later.share_with(&earlier);
+        let pairs: Vec<(SiteId, Option<u64>, Option<u64>)> = later
+            .unshared_with(&earlier)
+            .into_iter()
+            .map(|(id, a, b)| {
+                let allocs = |s: Option<&SiteCount>| s.map(|s| s.counts.alloc_blocks);
+                (id, allocs(a), allocs(b))
+            })
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                (20, Some(5), Some(6)),
+                (21, Some(5), None),
+                (22, None, Some(1)),
+                (70, None, Some(1)),
+            ]
+        );
     }
 
     #[test]
