@@ -364,10 +364,12 @@ impl Display for Delta {
     }
 }
 
-/// `   name: a +1.0 KiB (+2 blk) | …`: the first `TOP` of `entries` (name, live bytes, live
-/// blocks) that changed, and how many more did; `None` when none changed.
+/// `   name: a +1.0 KiB (+2 blk) | …`: the `TOP` of `entries` (name, live bytes, live blocks)
+/// that changed most either way (by bytes, then blocks; otherwise in their order), and how many
+/// more changed; `None` when none changed.
 fn changes_line(name: &str, entries: impl Iterator<Item = (String, i64, i64)>) -> Option<String> {
-    let changed: Vec<_> = entries.filter(|(_, b, n)| (*b, *n) != (0, 0)).collect();
+    let mut changed: Vec<_> = entries.filter(|(_, b, n)| (*b, *n) != (0, 0)).collect();
+    changed.sort_by_key(|(_, b, n)| std::cmp::Reverse((b.unsigned_abs(), n.unsigned_abs())));
     if changed.is_empty() {
         return None;
     }
@@ -570,6 +572,21 @@ impl Display for Timeline {
 mod tests {
     use super::*;
     use crate::snapshot::Snapshot;
+
+    #[test]
+    fn a_changes_line_lists_the_largest_changes_either_way() {
+        // As a step that shrank lists its types: largest growth first, so the falls come last.
+        let entries = [("a", 10, 1), ("b", -1, -1), ("c", -2, -1), ("d", -3, -1)]
+            .into_iter()
+            .chain([("e", -4, -1), ("f", -5, -1), ("g", -1 << 20, -9)])
+            .map(|(n, b, k)| (n.to_string(), b, k));
+        let line = changes_line("types", entries).expect("some changed");
+        assert_eq!(
+            line,
+            "   types: g -1.0 MiB (-9 blk) | a +10 B (+1 blk) | f -5 B (-1 blk) | \
+             e -4 B (-1 blk) | d -3 B (-1 blk) | 2 more"
+        );
+    }
 
     #[test]
     fn reports_end_without_a_line_break_whatever_they_hold() {
