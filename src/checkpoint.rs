@@ -131,6 +131,18 @@ pub fn timeline() -> Timeline {
     thread::untracked(|| Timeline::new(timeline_lock().clone()))
 }
 
+/// The timeline's checkpoints followed by a snapshot labelled `label` (not a checkpoint), both
+/// read under the timeline's lock, so that no checkpoint can fall between the two (the report
+/// `HEAPDELTA=report=` writes at exit).
+pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
+    thread::untracked(|| {
+        let tl = timeline_lock();
+        let mut checkpoints = tl.clone();
+        checkpoints.push(Snapshot::take(Some(label.to_string()), false));
+        checkpoints
+    })
+}
+
 /// Runs `f` and returns what the calling thread allocated and freed meanwhile (other threads'
 /// allocations are not counted, so this is safe inside tests that run in parallel).
 ///

@@ -260,6 +260,8 @@ pub(crate) fn apply_once() {
         }
         OVERRIDE.store(pack(&config), Ordering::Relaxed);
         if let Some(path) = config.report {
+            // Written at exit, when the program may have changed its directory.
+            let path = std::path::absolute(&path).unwrap_or(path);
             if let Some(problem) = unwritable(&path) {
                 say(&format!(
                     "HEAPDELTA: report={}: {problem}; writing it at exit will fail unless that changes",
@@ -271,6 +273,12 @@ pub(crate) fn apply_once() {
                 // SAFETY: `write_report_at_exit` is an `extern "C" fn()` that never unwinds.
                 if unsafe { libc::atexit(write_report_at_exit) } != 0 {
                     say("HEAPDELTA: could not register the exit report");
+                }
+                #[cfg(target_os = "linux")]
+                if let Err(e) = crate::signals::install(|| write_report_at_exit()) {
+                    say(&format!(
+                        "HEAPDELTA: {e}; a stop by SIGTERM, SIGINT or SIGHUP will not write the report"
+                    ));
                 }
             }
         }
@@ -321,15 +329,24 @@ fn unwritable(path: &Path) -> Option<String> {
     denied.then(|| format!("{what}: {}", io::Error::last_os_error()))
 }
 
-/// Takes a checkpoint every `interval`, labelled with the seconds since the first. Everything the
-/// thread does is heapdelta's own work: none of its allocations is the program's, and under a
+/// Takes a checkpoint at every multiple of `interval` on heapdelta's clock (the checkpoints'
+/// `seconds`, started here at the latest), labelled with that time truncated to a tenth of a
+/// second: labels of ticks at least 0.1 s apart differ, and a label says when its checkpoint was
+/// due. A tick missed while a checkpoint ran long is skipped. Everything the thread does is
+/// heapdelta's own work: none of its allocations is the program's, and under a
 /// [`Pool`](crate::Pool) none of them takes a pool heap (and an arena) for this thread.
 fn checkpoint_every(interval: Duration) {
     crate::thread::untracked(|| {
-        let start = std::time::Instant::now();
+        let step = interval.as_millis().max(1);
+        let now = || (crate::checkpoint::seconds() * 1000.0) as u128;
+        let mut tick = now() / step;
         loop {
-            std::thread::sleep(interval);
-            crate::checkpoint(format!("{:.1}s", start.elapsed().as_secs_f64()));
+            tick = (tick + 1).max(now() / step);
+            let due = tick * step;
+            if let Some(wait) = due.checked_sub(now()).filter(|&ms| ms > 0) {
+                std::thread::sleep(Duration::from_millis(wait as u64));
+            }
+            crate::checkpoint(format!("{}.{}s", due / 1000, due % 1000 / 100));
         }
     })
 }
@@ -364,10 +381,7 @@ fn say(line: &str) {
 /// Writes the at-exit report to `path`: the timeline's checkpoints followed by a final snapshot
 /// labelled `exit`, as one timeline file (`heapdelta show`, `plot` and `diff` read it).
 pub(crate) fn at_exit_report(path: &Path) -> io::Result<()> {
-    let mut checkpoints = crate::timeline().checkpoints;
-    let mut last = crate::snapshot();
-    last.label = Some("exit".to_string());
-    checkpoints.push(last);
+    let checkpoints = crate::checkpoint::timeline_then_snapshot("exit");
     crate::diff::Timeline::new(checkpoints).write_json(path)
 }
 

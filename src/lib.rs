@@ -60,6 +60,8 @@ mod header;
 mod pool;
 mod report;
 mod scope;
+#[cfg(target_os = "linux")]
+mod signals;
 mod sizeclass;
 mod snapshot;
 mod stats;

@@ -147,6 +147,27 @@ fn heapdelta_every_takes_checkpoints_on_its_own() {
             .map(|c| c.label())
             .collect::<Vec<_>>()
     );
+    // Each is labelled with the tick it was due at, on the clock of the checkpoints' `seconds`:
+    // distinct tenths, in order, none taken before its time (a millisecond aside).
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).expect("JSON");
+    let ticks: Vec<(f64, f64)> = file["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| {
+            let label = c["label"].as_str()?.strip_suffix('s')?;
+            Some((label.parse().ok()?, c["seconds"].as_f64()?))
+        })
+        .collect();
+    for (due, taken) in &ticks {
+        assert!(*taken >= due - 0.002, "{ticks:?}");
+        assert!(
+            ((due * 10.0).round() - due * 10.0).abs() < 1e-9,
+            "{ticks:?}"
+        );
+    }
+    assert!(ticks.windows(2).all(|w| w[0].0 < w[1].0), "{ticks:?}");
     let _ = std::fs::remove_file(&path);
 }
 
