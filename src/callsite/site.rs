@@ -73,6 +73,7 @@ pub struct Site(Arc<SiteData>);
 
 /// A site's contents, shared by its copies: a long timeline names the same sites many times.
 #[derive(Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename = "Site")]
 struct SiteData {
     frames: Vec<Frame>,
     type_name: Option<String>,

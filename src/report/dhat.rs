@@ -156,7 +156,7 @@ impl Snapshot {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_dhat(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        write_file(path.as_ref(), |w| self.write_dhat_to(w))
+        write_file(path.as_ref(), |w| self.dhat_into(w))
     }
 
     /// Writes the snapshot in DHAT's format to `w` (see [`write_dhat`](Snapshot::write_dhat)).
@@ -168,15 +168,18 @@ impl Snapshot {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_dhat_to(&self, w: impl Write) -> io::Result<()> {
-        crate::report::write_for_program(w, |w| {
-            let cmd = match self.label() {
-                Some(label) => format!("heapdelta snapshot {label:?}"),
-                None => "heapdelta snapshot".to_string(),
-            };
-            let cmd = of_program(cmd, self.program.as_deref());
-            let cmd = with_notes(cmd, "live at the snapshot", self.sampled_mean);
-            write_dhat(&build(&snapshot_sites(self), cmd, self.seconds), w)
-        })
+        crate::report::write_for_program(w, |w| self.dhat_into(w))
+    }
+
+    /// The DHAT file's bytes, made into `w` (in heapdelta's guard).
+    fn dhat_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
+        let cmd = match self.label() {
+            Some(label) => format!("heapdelta snapshot {label:?}"),
+            None => "heapdelta snapshot".to_string(),
+        };
+        let cmd = of_program(cmd, self.program.as_deref());
+        let cmd = with_notes(cmd, "live at the snapshot", self.sampled_mean);
+        write_dhat(&build(&snapshot_sites(self), cmd, self.seconds), w)
     }
 }
 
@@ -192,7 +195,7 @@ impl Delta {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_dhat(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        write_file(path.as_ref(), |w| self.write_dhat_to(w))
+        write_file(path.as_ref(), |w| self.dhat_into(w))
     }
 
     /// Writes the growth in DHAT's format to `w` (see [`write_dhat`](Delta::write_dhat)).
@@ -205,12 +208,15 @@ impl Delta {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_dhat_to(&self, w: impl Write) -> io::Result<()> {
-        crate::report::write_for_program(w, |w| {
-            let cmd = format!("heapdelta growth {}", self.window_name());
-            let cmd = of_program(cmd, self.program.as_deref());
-            let cmd = with_notes(cmd, "growth of live bytes", self.sampled_mean);
-            write_dhat(&build(&delta_sites(self), cmd, self.seconds), w)
-        })
+        crate::report::write_for_program(w, |w| self.dhat_into(w))
+    }
+
+    /// The DHAT file's bytes, made into `w` (in heapdelta's guard).
+    fn dhat_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
+        let cmd = format!("heapdelta growth {}", self.window_name());
+        let cmd = of_program(cmd, self.program.as_deref());
+        let cmd = with_notes(cmd, "growth of live bytes", self.sampled_mean);
+        write_dhat(&build(&delta_sites(self), cmd, self.seconds), w)
     }
 
     /// `"step 1" → "step 2"`, naming the window in report titles.

@@ -20,7 +20,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -139,12 +139,17 @@ impl<'de> Deserialize<'de> for Envelope {
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Envelope, M::Error> {
                 let mut e = Envelope::default();
                 while let Some(key) = map.next_key::<String>()? {
-                    match key.as_str() {
-                        "heapdelta_format" => e.version = Some(map.next_value()?),
-                        "kind" => e.kind = Some(map.next_value()?),
+                    let field = match key.as_str() {
+                        "heapdelta_format" => &mut e.version,
+                        "kind" => &mut e.kind,
                         _ => {
                             map.next_value::<IgnoredAny>()?;
+                            continue;
                         }
+                    };
+                    // As the body's fields are read: a field given twice is an error.
+                    if field.replace(map.next_value()?).is_some() {
+                        return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
                     }
                 }
                 Ok(e)
@@ -161,7 +166,15 @@ pub(crate) fn read_contents(mut r: impl Read) -> Result<Contents, Error> {
     crate::thread::untracked(|| {
         let mut text = Vec::new();
         r.read_to_end(&mut text)?;
-        let envelope: Envelope = serde_json::from_slice(&text).map_err(format_error)?;
+        let envelope: Envelope = serde_json::from_slice(&text).map_err(|e| {
+            let first = text.iter().find(|b| !b.is_ascii_whitespace());
+            match (e.classify(), first) {
+                (serde_json::error::Category::Data, Some(b)) if *b != b'{' => Error::Format(
+                    "expected a JSON object with a \"heapdelta_format\" field".to_string(),
+                ),
+                _ => format_error(e),
+            }
+        })?;
         let version = match envelope.version {
             None => {
                 return Err(Error::Format(
@@ -415,7 +428,7 @@ impl Snapshot {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_json(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        write_file(path.as_ref(), |w| self.write_json_to(w))
+        write_file(path.as_ref(), |w| self.json_into(w))
     }
 
     /// Writes the snapshot as heapdelta JSON to `w` (see [`write_json`](Snapshot::write_json)).
@@ -427,19 +440,22 @@ impl Snapshot {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_json_to(&self, w: impl Write) -> io::Result<()> {
-        crate::report::write_for_program(w, |w| {
-            let mut resolved = self.clone();
-            resolved.resolve_sites();
-            serde_json::to_writer(
-                w,
-                &SnapshotFile {
-                    heapdelta_format: SNAPSHOT_FORMAT,
-                    kind: SNAPSHOT,
-                    snapshot: &resolved,
-                },
-            )
-            .map_err(to_io)
-        })
+        crate::report::write_for_program(w, |w| self.json_into(w))
+    }
+
+    /// The JSON file's bytes, made into `w` (in heapdelta's guard).
+    fn json_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
+        let mut resolved = self.clone();
+        resolved.resolve_sites();
+        serde_json::to_writer(
+            w,
+            &SnapshotFile {
+                heapdelta_format: SNAPSHOT_FORMAT,
+                kind: SNAPSHOT,
+                snapshot: &resolved,
+            },
+        )
+        .map_err(to_io)
     }
 
     /// Reads a snapshot written by [`write_json`](Snapshot::write_json). A missing, truncated or
@@ -487,7 +503,7 @@ impl Timeline {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_json(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        write_file(path.as_ref(), |w| self.write_json_to(w))
+        write_file(path.as_ref(), |w| self.json_into(w))
     }
 
     /// Writes the timeline as heapdelta JSON to `w` (see [`write_json`](Timeline::write_json)).
@@ -499,19 +515,22 @@ impl Timeline {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_json_to(&self, w: impl Write) -> io::Result<()> {
-        crate::report::write_for_program(w, |w| {
-            let (sites, resolved) = site_table(&self.checkpoints);
-            serde_json::to_writer(
-                w,
-                &TimelineFile {
-                    heapdelta_format: FORMAT_VERSION,
-                    kind: TIMELINE,
-                    sites: &sites,
-                    checkpoints: &resolved,
-                },
-            )
-            .map_err(to_io)
-        })
+        crate::report::write_for_program(w, |w| self.json_into(w))
+    }
+
+    /// The JSON file's bytes, made into `w` (in heapdelta's guard).
+    fn json_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
+        let (sites, resolved) = site_table(&self.checkpoints);
+        serde_json::to_writer(
+            w,
+            &TimelineFile {
+                heapdelta_format: FORMAT_VERSION,
+                kind: TIMELINE,
+                sites: &sites,
+                checkpoints: &resolved,
+            },
+        )
+        .map_err(to_io)
     }
 
     /// Reads a timeline written by [`write_json`](Timeline::write_json); errors as for
@@ -642,7 +661,21 @@ mod tests {
     fn a_file_that_is_not_a_json_object_is_a_format_error() {
         for text in ["[1, 2]", "3", "\"snapshot\""] {
             let err = read_contents(text.as_bytes()).unwrap_err().to_string();
-            assert!(err.contains("a JSON object"), "{text}: {err}");
+            assert!(
+                err.ends_with(": expected a JSON object with a \"heapdelta_format\" field"),
+                "{text}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_field_given_twice_is_a_format_error_in_the_envelope_as_in_the_body() {
+        for text in [
+            r#"{"heapdelta_format": 2, "heapdelta_format": 2, "kind": "timeline", "checkpoints": []}"#,
+            r#"{"heapdelta_format": 2, "kind": "timeline", "checkpoints": [], "checkpoints": []}"#,
+        ] {
+            let err = read_contents(text.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains("duplicate field"), "{text}: {err}");
         }
     }
 

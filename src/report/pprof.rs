@@ -296,7 +296,7 @@ impl Snapshot {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_pprof(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        write_file(path.as_ref(), |w| self.write_pprof_to(w))
+        write_file(path.as_ref(), |w| self.pprof_into(w))
     }
 
     /// Writes the snapshot as a gzipped pprof profile to `w` (see
@@ -309,19 +309,22 @@ impl Snapshot {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_pprof_to(&self, w: impl Write) -> io::Result<()> {
-        crate::report::write_for_program(w, |w| {
-            let comment = match self.label() {
-                Some(label) => format!("heapdelta snapshot {label:?}"),
-                None => "heapdelta snapshot".to_string(),
-            };
-            let window = Window {
-                seconds: self.seconds,
-                end_unix_nanos: self.unix_nanos,
-                sampled_mean: self.sampled_mean,
-                program: self.program.as_deref(),
-            };
-            write_gzipped(&build(&snapshot_sites(self), window, &comment), w)
-        })
+        crate::report::write_for_program(w, |w| self.pprof_into(w))
+    }
+
+    /// The gzipped profile's bytes, made into `w` (in heapdelta's guard).
+    fn pprof_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
+        let comment = match self.label() {
+            Some(label) => format!("heapdelta snapshot {label:?}"),
+            None => "heapdelta snapshot".to_string(),
+        };
+        let window = Window {
+            seconds: self.seconds,
+            end_unix_nanos: self.unix_nanos,
+            sampled_mean: self.sampled_mean,
+            program: self.program.as_deref(),
+        };
+        write_gzipped(&build(&snapshot_sites(self), window, &comment), w)
     }
 }
 
@@ -339,7 +342,7 @@ impl Delta {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_pprof(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        write_file(path.as_ref(), |w| self.write_pprof_to(w))
+        write_file(path.as_ref(), |w| self.pprof_into(w))
     }
 
     /// Writes the growth as a gzipped pprof profile to `w` (see
@@ -353,15 +356,18 @@ impl Delta {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn write_pprof_to(&self, w: impl Write) -> io::Result<()> {
-        crate::report::write_for_program(w, |w| {
-            let comment = format!("heapdelta growth {}", self.window_name());
-            let window = Window {
-                seconds: self.seconds,
-                end_unix_nanos: self.unix_nanos,
-                sampled_mean: self.sampled_mean,
-                program: self.program.as_deref(),
-            };
-            write_gzipped(&build(&delta_sites(self), window, &comment), w)
-        })
+        crate::report::write_for_program(w, |w| self.pprof_into(w))
+    }
+
+    /// The gzipped profile's bytes, made into `w` (in heapdelta's guard).
+    fn pprof_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
+        let comment = format!("heapdelta growth {}", self.window_name());
+        let window = Window {
+            seconds: self.seconds,
+            end_unix_nanos: self.unix_nanos,
+            sampled_mean: self.sampled_mean,
+            program: self.program.as_deref(),
+        };
+        write_gzipped(&build(&delta_sites(self), window, &comment), w)
     }
 }

@@ -7,6 +7,7 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -25,7 +26,7 @@ pub(crate) type ChunkMemo = HashMap<(*const SiteCount, bool), (Arc<[SiteCount]>,
 
 /// Call-site counters sorted by id, in chunks of `CHUNK_IDS` consecutive ids (empty chunks left
 /// out). Equal lists have equal chunks.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) struct SiteList {
     chunks: Vec<Arc<[SiteCount]>>,
 }
@@ -194,6 +195,13 @@ impl<'a> IntoIterator for &'a SiteList {
     }
 }
 
+/// A list of the sites, as a `Vec` prints: the chunks are not the contents.
+impl fmt::Debug for SiteList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 impl Serialize for SiteList {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.iter())
@@ -287,6 +295,13 @@ mod tests {
                 (70, None, Some(1)),
             ]
         );
+    }
+
+    #[test]
+    fn a_list_prints_as_the_list_of_its_sites() {
+        let sites = vec![site(1, 1), site(40, 2)];
+        let l = SiteList::new(sites.clone());
+        assert_eq!(format!("{l:?}"), format!("{sites:?}"));
     }
 
     #[test]
