@@ -1,6 +1,7 @@
 //! Checkpoints: the process-wide timeline and the global queries (the epoch counter they advance
 //! is in `stats`).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -12,6 +13,13 @@ use crate::stats;
 use crate::thread;
 
 static TIMELINE: Mutex<Vec<Snapshot>> = Mutex::new(Vec::new());
+/// The most checkpoints the timeline keeps (`HEAPDELTA=keep=`); 0: all of them.
+static KEEP: AtomicUsize = AtomicUsize::new(0);
+
+/// Keeps at most `n` checkpoints (at least 2) from now on: the first and the latest.
+pub(crate) fn keep_at_most(n: usize) {
+    KEEP.store(n.max(2), Ordering::Relaxed);
+}
 static START: OnceCell<(Instant, u64)> = OnceCell::new();
 
 fn start() -> &'static (Instant, u64) {
@@ -102,14 +110,15 @@ pub fn checkpoint(label: impl Into<String>) -> Delta {
         // every slot with the newest epoch and the timeline in their order.
         let snap = Snapshot::take(Some(label), true);
         stats::advance_epoch();
-        append(&mut tl, snap)
+        append(&mut tl, snap, KEEP.load(Ordering::Relaxed))
     })
 }
 
 /// Appends `snap` to the timeline and returns the growth since the checkpoint before it. The
 /// chunks of its sites that did not change since that checkpoint are kept once, so a long run's
-/// timeline grows with the sites that change (and the growth is found in the others alone).
-fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot) -> Delta {
+/// timeline grows with the sites that change (and the growth is found in the others alone). With
+/// `keep` above 0, the timeline then holds at most `keep` checkpoints: the first and the latest.
+fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot, keep: usize) -> Delta {
     let delta = match tl.last() {
         Some(prev) => {
             snap.sites.share_with(&prev.sites);
@@ -118,6 +127,10 @@ fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot) -> Delta {
         None => snap.since(&Snapshot::zero()),
     };
     tl.push(snap);
+    if keep > 0 && tl.len() > keep {
+        let excess = tl.len() - keep;
+        tl.drain(1..1 + excess);
+    }
     delta
 }
 
@@ -200,9 +213,22 @@ mod tests {
     #[test]
     fn a_checkpoint_holds_the_sites_that_did_not_change_once() {
         let mut tl = Vec::new();
-        append(&mut tl, checkpoint_with(&[(1, 1), (40, 1)]));
-        append(&mut tl, checkpoint_with(&[(1, 1), (40, 2)]));
+        append(&mut tl, checkpoint_with(&[(1, 1), (40, 1)]), 0);
+        append(&mut tl, checkpoint_with(&[(1, 1), (40, 2)]), 0);
         assert_eq!(tl[1].sites.shared_chunks(&tl[0].sites), 1);
         assert_eq!(tl[1], checkpoint_with(&[(1, 1), (40, 2)]));
+    }
+
+    #[test]
+    fn a_timeline_that_keeps_three_checkpoints_holds_the_first_and_the_latest_two() {
+        let mut tl = Vec::new();
+        for step in 1..=5u64 {
+            let mut s = checkpoint_with(&[(1, step)]);
+            s.label = Some(format!("step {step}"));
+            append(&mut tl, s, 3);
+            assert_eq!(tl.len(), step.min(3) as usize);
+        }
+        let labels: Vec<_> = tl.iter().map(|s| s.label()).collect();
+        assert_eq!(labels, [Some("step 1"), Some("step 4"), Some("step 5")]);
     }
 }

@@ -7,6 +7,7 @@
 //! | `depth` | 1 to 64 | frames kept per call site |
 //! | `report` | a path | at exit, write the timeline and a final snapshot there (JSON) |
 //! | `every` | seconds, at least 0.1, e.g. `10`, `0.5` or `10s` | take a checkpoint automatically at that interval |
+//! | `keep` | a number of checkpoints, at least 2 | keep the first checkpoint and the latest, dropping the ones between |
 //!
 //! A malformed entry is reported as one line naming its key, and that setting keeps its default;
 //! the other entries still apply.
@@ -39,6 +40,7 @@ pub(crate) struct Config {
     pub depth: Option<usize>,
     pub report: Option<PathBuf>,
     pub every: Option<Duration>,
+    pub keep: Option<usize>,
 }
 
 /// Parses a `HEAPDELTA` value: the settings, and one message per bad entry.
@@ -49,7 +51,7 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((key, val)) = entry.split_once('=') else {
             errors.push(format!(
-                "{VAR}: {entry:?} is not key=value (keys: sites, depth, report, every)"
+                "{VAR}: {entry:?} is not key=value (keys: sites, depth, report, every, keep)"
             ));
             continue;
         };
@@ -70,7 +72,8 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
                 Ok(())
             }
             "every" => parse_every(val).map(|d| config.every = Some(d)),
-            _ => Err("unknown key (keys: sites, depth, report, every)".to_string()),
+            "keep" => parse_keep(val).map(|n| config.keep = Some(n)),
+            _ => Err("unknown key (keys: sites, depth, report, every, keep)".to_string()),
         };
         if let Err(why) = parsed {
             // The default, even when an earlier entry set the key: the last entry decides.
@@ -79,6 +82,7 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
                 "depth" => config.depth = None,
                 "report" => config.report = None,
                 "every" => config.every = None,
+                "keep" => config.keep = None,
                 _ => {}
             }
             errors.push(format!(
@@ -118,6 +122,13 @@ fn parse_depth(val: &str) -> Result<usize, String> {
     match val.parse::<usize>() {
         Ok(d) if (1..=MAX_DEPTH).contains(&d) => Ok(d),
         _ => Err(format!("expected a number of frames from 1 to {MAX_DEPTH}")),
+    }
+}
+
+fn parse_keep(val: &str) -> Result<usize, String> {
+    match val.parse::<usize>() {
+        Ok(n) if n >= 2 => Ok(n),
+        _ => Err("expected a number of checkpoints of at least 2".to_string()),
     }
 }
 
@@ -282,6 +293,9 @@ pub(crate) fn apply_once() {
                 }
             }
         }
+        if let Some(keep) = config.keep {
+            crate::checkpoint::keep_at_most(keep);
+        }
         if let Some(every) = config.every {
             // Find a global pool now, on this thread, rather than on the checkpoint thread.
             crate::pool::global_pool();
@@ -431,6 +445,17 @@ mod tests {
     fn every_takes_whole_and_fractional_seconds() {
         assert_eq!(ok("every=10").every, Some(Duration::from_secs(10)));
         assert_eq!(ok("every=0.5").every, Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn keep_takes_a_number_of_checkpoints_of_at_least_two() {
+        assert_eq!(ok("keep=1000").keep, Some(1000));
+        assert_eq!(ok("keep=2").keep, Some(2));
+        for val in ["keep=1", "keep=0", "keep=lots", "keep=-5"] {
+            let (config, why) = bad(val);
+            assert_eq!(config.keep, None, "{val}");
+            assert!(why.contains("at least 2"), "{why}");
+        }
     }
 
     #[test]

@@ -172,6 +172,24 @@ fn heapdelta_every_takes_checkpoints_on_its_own() {
 }
 
 #[test]
+fn heapdelta_keep_holds_the_first_and_the_latest_checkpoints() {
+    let path = std::env::temp_dir().join(format!("heapdelta-keep-{}.json", std::process::id()));
+    let (out, _) = run_with_env(
+        &["--steps", "6"],
+        &format!("keep=3,report={}", path.display()),
+    );
+    let timeline = heapdelta::Timeline::read_json(&path).expect("the exit report");
+    let labels: Vec<_> = timeline.checkpoints().iter().map(|c| c.label()).collect();
+    assert_eq!(
+        labels,
+        [Some("start"), Some("step 5"), Some("step 6"), Some("exit")]
+    );
+    // The example's table from step 1 asks for a checkpoint no longer kept, and says so.
+    assert!(out.contains("\"step 1\""), "{out}");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
 fn heapdelta_sites_off_turns_call_sites_off() {
     let (out, _) = run_with_env(&["--steps", "6"], "sites=off");
     assert!(out.contains("growing at every step: none"), "{out}");
