@@ -8,6 +8,7 @@
 //! | `report` | a path | at exit, write the timeline and a final snapshot there (JSON) |
 //! | `every` | seconds, at least 0.1, e.g. `10`, `0.5` or `10s` | take a checkpoint automatically at that interval |
 //! | `keep` | a number of checkpoints, at least 2 | keep the first checkpoint and the latest, dropping the ones between |
+//! | `signals` | `on`, `off` | with `report`, also write it when SIGTERM, SIGINT or SIGHUP stops the process (see `signals.rs`) |
 //!
 //! A malformed entry is reported as one line naming its key, and that setting keeps its default;
 //! the other entries still apply.
@@ -41,6 +42,7 @@ pub(crate) struct Config {
     pub report: Option<PathBuf>,
     pub every: Option<Duration>,
     pub keep: Option<usize>,
+    pub signals: Option<bool>,
 }
 
 /// Parses a `HEAPDELTA` value: the settings, and one message per bad entry.
@@ -51,7 +53,7 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((key, val)) = entry.split_once('=') else {
             errors.push(format!(
-                "{VAR}: {entry:?} is not key=value (keys: sites, depth, report, every, keep)"
+                "{VAR}: {entry:?} is not key=value (keys: sites, depth, report, every, keep, signals)"
             ));
             continue;
         };
@@ -73,7 +75,8 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
             }
             "every" => parse_every(val).map(|d| config.every = Some(d)),
             "keep" => parse_keep(val).map(|n| config.keep = Some(n)),
-            _ => Err("unknown key (keys: sites, depth, report, every, keep)".to_string()),
+            "signals" => parse_on_off(val).map(|on| config.signals = Some(on)),
+            _ => Err("unknown key (keys: sites, depth, report, every, keep, signals)".to_string()),
         };
         if let Err(why) = parsed {
             // The default, even when an earlier entry set the key: the last entry decides.
@@ -83,6 +86,7 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
                 "report" => config.report = None,
                 "every" => config.every = None,
                 "keep" => config.keep = None,
+                "signals" => config.signals = None,
                 _ => {}
             }
             errors.push(format!(
@@ -122,6 +126,14 @@ fn parse_depth(val: &str) -> Result<usize, String> {
     match val.parse::<usize>() {
         Ok(d) if (1..=MAX_DEPTH).contains(&d) => Ok(d),
         _ => Err(format!("expected a number of frames from 1 to {MAX_DEPTH}")),
+    }
+}
+
+fn parse_on_off(val: &str) -> Result<bool, String> {
+    match val {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err("expected on or off".to_string()),
     }
 }
 
@@ -285,13 +297,13 @@ pub(crate) fn apply_once() {
                 if unsafe { libc::atexit(write_report_at_exit) } != 0 {
                     say("HEAPDELTA: could not register the exit report");
                 }
-                #[cfg(target_os = "linux")]
-                if let Err(e) = crate::signals::install(|| write_report_at_exit()) {
-                    say(&format!(
-                        "HEAPDELTA: {e}; a stop by SIGTERM, SIGINT or SIGHUP will not write the report"
-                    ));
+                if config.signals == Some(true) {
+                    on_signals();
                 }
             }
+        }
+        if config.signals == Some(true) && REPORT_PATH.get().is_none() {
+            say("HEAPDELTA: signals=on writes the report= file, and there is none; ignoring it");
         }
         if let Some(keep) = config.keep {
             crate::checkpoint::keep_at_most(keep);
@@ -299,10 +311,7 @@ pub(crate) fn apply_once() {
         if let Some(every) = config.every {
             // Find a global pool now, on this thread, rather than on the checkpoint thread.
             crate::pool::global_pool();
-            // Unnamed: std copies a thread's name on the new thread before running it, outside
-            // heapdelta's guard, which would count as the program's block and, under a pool, give
-            // this thread a pool heap and an arena of its own.
-            let spawned = std::thread::Builder::new().spawn(move || checkpoint_every(every));
+            let spawned = spawn_own(move || checkpoint_every(every));
             if spawned.is_err() {
                 say("HEAPDELTA: could not start the checkpoint thread for every=");
             }
@@ -365,11 +374,55 @@ fn checkpoint_every(interval: Duration) {
     })
 }
 
+/// `signals=on`: the report is also written when SIGTERM, SIGINT or SIGHUP stops the process.
+#[cfg(target_os = "linux")]
+fn on_signals() {
+    if let Err(e) = crate::signals::install(|| write_report_at_exit()) {
+        say(&format!(
+            "HEAPDELTA: {e}; a stop by SIGTERM, SIGINT or SIGHUP will not write the report"
+        ));
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn on_signals() {
+    say("HEAPDELTA: signals=on is only supported on Linux; ignoring it");
+}
+
+/// Starts a thread of heapdelta's own with every signal blocked, so that signals meant for the
+/// program (a thread of its waiting in `sigwait`, say) are never delivered to it.
+pub(crate) fn spawn_own(f: impl FnOnce() + Send + 'static) -> io::Result<()> {
+    // SAFETY: `all` and `before` are valid signal sets; a new thread starts with its creator's
+    // mask, which is restored at once.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut before: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut before);
+        // Unnamed: std copies a thread's name on the new thread before running it, outside
+        // heapdelta's guard, which would count as the program's block and, under a pool, give
+        // this thread a pool heap and an arena of its own.
+        let spawned = std::thread::Builder::new().spawn(f);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+        spawned.map(drop)
+    }
+}
+
+/// Whether the report has been written (or is being written): it is written once, by whichever
+/// of the exit and a signal comes first; the other waits for it to be complete.
+static REPORT_WRITTEN: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+
 extern "C" fn write_report_at_exit() {
     let Some(path) = REPORT_PATH.get() else {
         return;
     };
     if REPORT_PID.load(Ordering::Relaxed) != std::process::id() {
+        return;
+    }
+    let mut written = REPORT_WRITTEN
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if std::mem::replace(&mut *written, true) {
         return;
     }
     let result = std::panic::catch_unwind(|| at_exit_report(path));
@@ -445,6 +498,13 @@ mod tests {
     fn every_takes_whole_and_fractional_seconds() {
         assert_eq!(ok("every=10").every, Some(Duration::from_secs(10)));
         assert_eq!(ok("every=0.5").every, Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn signals_is_on_or_off() {
+        assert_eq!(ok("signals=on").signals, Some(true));
+        assert_eq!(ok("signals=off").signals, Some(false));
+        assert_eq!(bad("signals=yes").0.signals, None);
     }
 
     #[test]

@@ -1,54 +1,68 @@
-//! The `HEAPDELTA=report=` file when the process is stopped by a signal. Services are stopped with
-//! SIGTERM (and SIGINT, SIGHUP), whose default action ends the process without running the exit
-//! handlers, so the report would never be written. For each of the three whose action is still
-//! the default when `HEAPDELTA` is read (before `main`), a handler is installed; when the signal
-//! comes, a thread of heapdelta's writes the report, then the signal's default action is restored
-//! and the signal raised again, so the process ends as it would have, with the same status.
+//! `HEAPDELTA=report=…,signals=on`: the report file when the process is stopped by a signal.
+//! Services are stopped with SIGTERM (and SIGINT, SIGHUP), whose default action ends the process
+//! without running the exit handlers, so the report would never be written. For each of the three
+//! whose action is still the default when `HEAPDELTA` is read (before `main`), a handler is
+//! installed; when the signal comes, a thread of heapdelta's writes the report, then the signal's
+//! default action is restored and the signal raised again, so the process ends as it would have,
+//! with the same status. It is opt-in because a handler changes what the program sees: a runtime
+//! that installs its own handler only over the default action (CPython's SIGINT handler) leaves
+//! heapdelta's, and the program's blocking calls may return `EINTR` while the report is written.
 //!
 //! A program that handles the signal itself keeps its behaviour: a handler it installs replaces
 //! heapdelta's, and when that handler calls the one it replaced (as `signal-hook` and so tokio's
 //! signal handling do), heapdelta's sees that it is no longer the installed one and does nothing;
 //! the program's own shutdown then writes the report at exit. A forked child ends at once, as
 //! it would have (the report is its parent's). A second signal while the report is written ends
-//! the process at once.
+//! the process at once. The handler wakes the writing thread through a semaphore in memory, not
+//! a file descriptor, which a program that closes every descriptor could reuse.
 
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 const SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
 
-/// The write end of the pipe through which the handler passes the signal to the writing thread.
-static PIPE_IN: AtomicI32 = AtomicI32::new(-1);
+/// The semaphore the handler posts to wake the writing thread.
+struct Semaphore(UnsafeCell<MaybeUninit<libc::sem_t>>);
+
+// SAFETY: the semaphore is only used through `sem_*` calls, which synchronise themselves, after
+// `install` initialised it (published by `READY`).
+unsafe impl Sync for Semaphore {}
+
+static WAKE: Semaphore = Semaphore(UnsafeCell::new(MaybeUninit::uninit()));
+/// Set once `WAKE` is initialised and the writing thread waits on it.
+static READY: AtomicBool = AtomicBool::new(false);
+/// The signal that came.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// The process that installed the handlers.
 static OWNER: AtomicI32 = AtomicI32::new(0);
 /// Set when a signal has been passed on: a second one ends the process at once.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
+fn wake() -> *mut libc::sem_t {
+    WAKE.0.get().cast()
+}
+
 /// Installs the handlers and starts the thread that runs `write_report` when one of the signals
 /// comes; an error message when that cannot be done (the signals then keep their default action).
 pub(crate) fn install(write_report: fn()) -> Result<(), String> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` has room for the two descriptors `pipe2` writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    // SAFETY: `install` runs once (the report path is set once), before any handler that uses
+    // the semaphore is installed; the semaphore is private to this process.
+    if unsafe { libc::sem_init(wake(), 0, 0) } != 0 {
         return Err(format!(
-            "no pipe for the signal handler: {}",
+            "no semaphore for the signal handler: {}",
             std::io::Error::last_os_error()
         ));
     }
-    let [read_end, write_end] = fds;
-    // Unnamed, like the checkpoint thread (see `config::apply_once`).
-    let spawned = std::thread::Builder::new()
-        .spawn(move || crate::thread::untracked(|| wait_and_report(read_end, write_report)));
+    let spawned = crate::config::spawn_own(move || {
+        crate::thread::untracked(|| wait_and_report(write_report))
+    });
     if let Err(e) = spawned {
-        // SAFETY: both descriptors were just opened here and are used nowhere else.
-        unsafe {
-            libc::close(read_end);
-            libc::close(write_end);
-        }
         return Err(format!("no thread to write the report on a signal: {e}"));
     }
-    PIPE_IN.store(write_end, Ordering::Release);
     // SAFETY: `getpid` has no preconditions.
     OWNER.store(unsafe { libc::getpid() }, Ordering::Release);
+    READY.store(true, Ordering::Release);
     for sig in SIGNALS {
         if action_of(sig) == Some(libc::SIG_DFL) {
             set_action(
@@ -91,7 +105,7 @@ fn end_by(sig: libc::c_int) {
     unsafe { libc::raise(sig) };
 }
 
-/// The handler: only async-signal-safe calls (`sigaction`, `getpid`, `write`, `raise`).
+/// The handler: only async-signal-safe calls (`sigaction`, `getpid`, `sem_post`, `raise`).
 extern "C" fn on_signal(sig: libc::c_int) {
     let ours = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     if action_of(sig) != Some(ours) {
@@ -100,39 +114,39 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
     // SAFETY: `getpid` has no preconditions.
     let owner = OWNER.load(Ordering::Acquire) == unsafe { libc::getpid() };
-    let pipe = PIPE_IN.load(Ordering::Acquire);
-    if !owner || pipe < 0 || STOPPING.swap(true, Ordering::AcqRel) {
+    if !owner || !READY.load(Ordering::Acquire) || STOPPING.swap(true, Ordering::AcqRel) {
         return end_by(sig);
     }
-    // SAFETY: `errno` is this thread's; it is saved and restored around the `write`, which may
-    // set it, so the interrupted code sees its own. `byte` is one valid byte.
+    SIGNAL.store(sig, Ordering::Release);
+    // SAFETY: the semaphore was initialised before `READY` was set. `errno` is this thread's;
+    // it is saved and restored around `sem_post`, so the interrupted code sees its own.
     unsafe {
         let errno = *libc::__errno_location();
-        let byte = sig as u8;
-        let sent = libc::write(pipe, (&byte as *const u8).cast(), 1) == 1;
+        let posted = libc::sem_post(wake()) == 0;
         *libc::__errno_location() = errno;
-        if !sent {
+        if !posted {
             end_by(sig);
         }
     }
 }
 
-/// The writing thread: waits for a signal's number on `read_end`, writes the report, and ends
-/// the process by that signal.
-fn wait_and_report(read_end: libc::c_int, write_report: fn()) {
-    let sig = loop {
-        let mut byte = 0u8;
-        // SAFETY: reads at most one byte into `byte`.
-        let n = unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) };
-        match n {
-            1 => break libc::c_int::from(byte),
-            -1 if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
-            _ => return,
+/// The writing thread: waits for a signal, writes the report, and ends the process by that
+/// signal.
+fn wait_and_report(write_report: fn()) {
+    loop {
+        // SAFETY: the semaphore is initialised before this thread starts.
+        if unsafe { libc::sem_wait(wake()) } == 0 {
+            break;
         }
-    };
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+    let sig = SIGNAL.load(Ordering::Acquire);
     write_report();
     set_action(sig, libc::SIG_DFL);
-    // SAFETY: `kill` and `getpid` have no preconditions; the process ends by the signal's
-    // default action (this thread does not block it, and `kill` targets the whole process).
+    // SAFETY: `kill` and `getpid` have no preconditions. The process ends by the signal's default
+    // action: `kill` targets the whole process, and the signal goes to a thread of the program's
+    // (this one blocks every signal).
     unsafe { libc::kill(libc::getpid(), sig) };
 }

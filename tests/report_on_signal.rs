@@ -1,7 +1,8 @@
-//! `HEAPDELTA=report=PATH` when the process is stopped by a signal: SIGTERM, SIGINT and SIGHUP
-//! left at their default action write the report, and the process still ends by the signal; a
-//! program that handles the signal itself, or whose handler calls the one it replaced, keeps its
-//! own behaviour and writes the report at its exit.
+//! `HEAPDELTA=report=PATH,signals=on` when the process is stopped by a signal: SIGTERM, SIGINT
+//! and SIGHUP left at their default action write the report, and the process still ends by the
+//! signal; a program that handles the signal itself, or whose handler calls the one it replaced,
+//! keeps its own behaviour and writes the report at its exit. Without `signals=on` nothing
+//! changes.
 #![cfg(target_os = "linux")]
 
 use std::fs::File;
@@ -110,11 +111,11 @@ struct Run {
     stderr: String,
 }
 
-/// Runs the child in `mode` under `report=`, sends it `sig` (if any) once it is ready, and waits
-/// for it.
-fn run(mode: &str, sig: Option<libc::c_int>) -> Run {
+/// Runs the child in `mode` under `report=` and `signals` (`signals=on` or `signals=off`), sends
+/// it `sig` (if any) once it is ready, and waits for it.
+fn run_with(mode: &str, signals: &str, sig: Option<libc::c_int>) -> Run {
     let dir: PathBuf = std::env::temp_dir().join(format!(
-        "heapdelta-signal-{mode}-{}-{}",
+        "heapdelta-signal-{mode}-{signals}-{}-{}",
         sig.unwrap_or(0),
         std::process::id()
     ));
@@ -125,7 +126,10 @@ fn run(mode: &str, sig: Option<libc::c_int>) -> Run {
         .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
         .env(MODE, mode)
         .env(READY, &ready)
-        .env("HEAPDELTA", format!("report={}", report.display()))
+        .env(
+            "HEAPDELTA",
+            format!("report={},{signals}", report.display()),
+        )
         .stdout(Stdio::null())
         .stderr(File::create(&err).unwrap())
         .spawn()
@@ -162,6 +166,11 @@ fn run(mode: &str, sig: Option<libc::c_int>) -> Run {
     run
 }
 
+/// `run_with` under `signals=on`.
+fn run(mode: &str, sig: Option<libc::c_int>) -> Run {
+    run_with(mode, "signals=on", sig)
+}
+
 fn labels(t: &heapdelta::Timeline) -> Vec<&str> {
     t.checkpoints().iter().filter_map(|c| c.label()).collect()
 }
@@ -182,6 +191,13 @@ fn sigterm_writes_the_report_and_still_ends_the_process() {
         exit.totals().live_bytes >= 8000,
         "the kept vector is live at the signal"
     );
+}
+
+#[test]
+fn without_signals_on_a_signal_ends_the_process_as_before_without_a_report() {
+    let run = run_with("default", "signals=off", Some(libc::SIGTERM));
+    assert_eq!(run.status.signal(), Some(libc::SIGTERM), "{}", run.stderr);
+    assert!(run.report.is_none());
 }
 
 #[test]
