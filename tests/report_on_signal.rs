@@ -12,8 +12,11 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+#[path = "children/signal.rs"]
+mod signal;
 #[path = "children/wait.rs"]
 mod wait;
+use signal::stop_when_ready;
 use wait::wait_or_kill;
 
 #[global_allocator]
@@ -122,7 +125,7 @@ fn run_with(mode: &str, signals: &str, sig: Option<libc::c_int>) -> Run {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (report, ready, err) = (dir.join("r.json"), dir.join("ready"), dir.join("stderr"));
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
         .env(MODE, mode)
         .env(READY, &ready)
@@ -134,27 +137,7 @@ fn run_with(mode: &str, signals: &str, sig: Option<libc::c_int>) -> Run {
         .stderr(File::create(&err).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while !ready.exists() && start.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(ready.exists(), "the child never got ready");
-    if let Some(sig) = sig {
-        // SAFETY: the child is not reaped yet, so its pid is still its own.
-        unsafe { libc::kill(child.id() as libc::pid_t, sig) };
-    }
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("the child did not end");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = stop_when_ready(child, &ready, sig);
     let run = Run {
         status,
         report: report

@@ -4,7 +4,10 @@
 //! thread, not blocking the signal, would take it.)
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+
+#[path = "children/signal.rs"]
+mod signal;
+use signal::stop_when_ready;
 
 #[global_allocator]
 static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
@@ -51,31 +54,13 @@ fn main() {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let (report, ready) = (dir.join("r.json"), dir.join("ready"));
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        let child = Command::new(std::env::current_exe().unwrap())
             .env(READY, &ready)
             .env("HEAPDELTA", format!("report={},{config}", report.display()))
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        let start = Instant::now();
-        while !ready.exists() && start.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(ready.exists(), "{config}: the child never got ready");
-        // SAFETY: the child is not reaped yet, so its pid is still its own.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > Duration::from_secs(60) {
-                child.kill().unwrap();
-                child.wait().unwrap();
-                panic!("{config}: the child did not end");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
+        let status = stop_when_ready(child, &ready, Some(libc::SIGTERM));
         assert!(status.success(), "{config}: {status}");
         let timeline = heapdelta::Timeline::read_json(&report).expect("written at exit");
         let labels: Vec<_> = timeline
