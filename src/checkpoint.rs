@@ -15,12 +15,12 @@ use crate::thread;
 static TIMELINE: Mutex<Vec<Snapshot>> = Mutex::new(Vec::new());
 /// The most checkpoints the timeline keeps (`HEAPDELTA=keep=`); 0: all of them.
 static KEEP: AtomicUsize = AtomicUsize::new(0);
+static START: OnceCell<(Instant, u64)> = OnceCell::new();
 
 /// Keeps at most `n` checkpoints (at least 2) from now on: the first and the latest.
 pub(crate) fn keep_at_most(n: usize) {
     KEEP.store(n.max(2), Ordering::Relaxed);
 }
-static START: OnceCell<(Instant, u64)> = OnceCell::new();
 
 fn start() -> &'static (Instant, u64) {
     START.get_or_init(|| {

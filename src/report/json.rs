@@ -320,32 +320,25 @@ fn site_table(checkpoints: &[Snapshot]) -> (Vec<SiteEntry>, Vec<Snapshot>) {
                     let mut out: Option<Vec<SiteCount>> = None;
                     for (i, c) in chunk.iter().enumerate() {
                         let inline = match (&c.site, this_run) {
-                            (Some(site), _) => match table.entry(c.id) {
-                                Entry::Vacant(e) => {
-                                    e.insert(site.clone());
-                                    None
-                                }
-                                Entry::Occupied(e) if e.get() == site => None,
-                                Entry::Occupied(_) => Some(site.clone()),
-                            },
+                            // Another run's site without frames: written as it is.
+                            (None, false) => None,
                             (None, true) if resolved_here.contains(&c.id) => None,
-                            (None, true) => {
-                                let site = callsite::resolve(c.id);
+                            (given, _) => {
+                                let site = match given {
+                                    Some(site) => site.clone(),
+                                    None => callsite::resolve(c.id),
+                                };
                                 match table.entry(c.id) {
-                                    Entry::Vacant(e) => {
-                                        e.insert(site);
-                                        resolved_here.insert(c.id);
+                                    Entry::Occupied(e) if *e.get() != site => Some(site),
+                                    entry => {
+                                        entry.or_insert(site);
+                                        if given.is_none() {
+                                            resolved_here.insert(c.id);
+                                        }
                                         None
                                     }
-                                    Entry::Occupied(e) if *e.get() == site => {
-                                        resolved_here.insert(c.id);
-                                        None
-                                    }
-                                    Entry::Occupied(_) => Some(site),
                                 }
                             }
-                            // Another run's site without frames: written as it is.
-                            (None, false) => c.site.clone(),
                         };
                         if inline != c.site {
                             out.get_or_insert_with(|| chunk.to_vec())[i].site = inline;
