@@ -824,6 +824,26 @@ impl Timeline {
         }
     }
 
+    /// How many checkpoints were taken between the ones the timeline holds and not kept
+    /// (`HEAPDELTA=keep=`), told by their epochs.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.checkpoints
+            .windows(2)
+            .map(|w| u64::from(not_kept_between(&w[0], &w[1])))
+            .sum()
+    }
+
+    /// The step ends from the last checkpoint the timeline did not keep on: the ends of the steps
+    /// the growth detector looks at, which are steps the program made, not a span of dropped ones.
+    fn unbroken_step_ends(&self) -> &[Snapshot] {
+        let ends = self.step_ends();
+        let start = (1..ends.len())
+            .rev()
+            .find(|&i| not_kept_between(&ends[i - 1], &ends[i]) > 0)
+            .unwrap_or(0);
+        &ends[start..]
+    }
+
     /// The checkpoint labelled `label`; an error when no checkpoint has that label, or when
     /// several have it (which one is meant cannot be told).
     ///
@@ -847,6 +867,7 @@ impl Timeline {
                     .iter()
                     .filter_map(|c| c.label().map(str::to_string))
                     .collect(),
+                dropped: self.dropped(),
             }),
         }
     }
@@ -876,7 +897,8 @@ impl Timeline {
     /// Sites whose live bytes rose in every one of the last 5 steps between checkpoints (or in
     /// every such step, when there are fewer; at least 3 checkpoints, so 2 steps, are needed). A
     /// final snapshot that is not a checkpoint, as the `exit` one of `HEAPDELTA=report=`, ends no
-    /// step.
+    /// step, and the span across checkpoints that `HEAPDELTA=keep=` did not keep is not a step:
+    /// only the steps after it count.
     ///
     /// ```
     /// let mut kept = Vec::new();
@@ -887,14 +909,16 @@ impl Timeline {
     /// println!("{:?}", heapdelta::timeline().growing());
     /// ```
     pub fn growing(&self) -> Vec<Growth> {
-        let n = GROWTH_WINDOW.min(self.step_ends().len().saturating_sub(1));
+        let n = GROWTH_WINDOW.min(self.unbroken_step_ends().len().saturating_sub(1));
         if n < 2 {
             return Vec::new();
         }
         self.growing_in(n, n)
     }
 
-    /// Sites whose live bytes rose in at least `k` of the last `n` steps, most steps first.
+    /// Sites whose live bytes rose in at least `k` of the last `n` steps, most steps first (of
+    /// fewer steps when there are fewer since the last checkpoint not kept, see
+    /// [`growing`](Timeline::growing)).
     ///
     /// ```
     /// // sites that grew in at least 8 of the last 10 steps
@@ -902,7 +926,7 @@ impl Timeline {
     /// # let _ = suspects;
     /// ```
     pub fn growing_in(&self, k: usize, n: usize) -> Vec<Growth> {
-        let ends = self.step_ends();
+        let ends = self.unbroken_step_ends();
         let n = n.min(ends.len().saturating_sub(1));
         if n == 0 || k == 0 || k > n {
             return Vec::new();
@@ -938,6 +962,15 @@ impl Timeline {
     }
 }
 
+/// How many checkpoints were taken between `a` and the later `b` and are in neither: none unless
+/// both are of one run and their epochs are more than one apart.
+fn not_kept_between(a: &Snapshot, b: &Snapshot) -> u32 {
+    if a.run != b.run {
+        return 0;
+    }
+    b.epoch.saturating_sub(a.epoch).saturating_sub(1)
+}
+
 /// Live bytes per call site in one snapshot, sites told apart as reports name them: by their first
 /// frame and type (`Site::leaf`). Call paths that differ further out are added together: one
 /// recursive function cut at different depths by the capture's frame limit is one site.
@@ -954,4 +987,52 @@ pub(crate) fn live_by_site(s: &Snapshot) -> HashMap<Site, i64> {
         *live = live.saturating_add(c.counts.live_bytes() as i64);
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{SiteCount, SiteList};
+
+    /// Checkpoint `epoch` of another run, labelled `step {epoch}`, with `blocks` live blocks at
+    /// one site.
+    fn checkpoint_of_another_run(epoch: u32, blocks: u64) -> Snapshot {
+        let mut s = Snapshot::zero();
+        s.run ^= 1;
+        s.epoch = epoch;
+        s.checkpoint = true;
+        s.label = Some(format!("step {epoch}"));
+        s.sites = SiteList::new(vec![SiteCount::live(1, blocks)]);
+        s
+    }
+
+    /// A timeline whose checkpoints 1 to 9 were not kept: steps 0, 10, 11, 12, the site growing
+    /// by one block at each.
+    fn timeline_with_checkpoints_not_kept() -> Timeline {
+        Timeline::new(
+            [(0, 0), (10, 1), (11, 2), (12, 3)]
+                .into_iter()
+                .map(|(epoch, blocks)| checkpoint_of_another_run(epoch, blocks))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn the_growth_detector_leaves_out_the_span_across_checkpoints_not_kept() {
+        let growing = timeline_with_checkpoints_not_kept().growing();
+        assert_eq!(growing.len(), 1);
+        assert_eq!((growing[0].steps_grown, growing[0].steps), (2, 2));
+        assert_eq!(growing[0].live_bytes, 16);
+    }
+
+    #[test]
+    fn a_label_not_found_says_how_many_checkpoints_were_not_kept() {
+        let err = timeline_with_checkpoints_not_kept()
+            .find("step 5")
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::UnknownLabel { dropped: 9, .. }),
+            "{err:?}"
+        );
+    }
 }

@@ -30,6 +30,9 @@ pub enum Error {
         label: String,
         /// The labels that exist.
         known: Vec<String>,
+        /// How many checkpoints the timeline did not keep (`HEAPDELTA=keep=`): the label may have
+        /// been one of theirs.
+        dropped: u64,
     },
     /// The window's end comes before its start in the timeline.
     ReversedWindow {
@@ -56,15 +59,24 @@ impl fmt::Display for Error {
                 f,
                 "file format version {found} is newer than this heapdelta reads ({supported}); upgrade heapdelta"
             ),
-            Error::UnknownLabel { label, known } if known.is_empty() => {
+            Error::UnknownLabel { label, known, .. } if known.is_empty() => {
                 write!(f, "no checkpoint labelled {label:?}: no checkpoints were taken")
             }
-            Error::UnknownLabel { label, known } => {
+            Error::UnknownLabel {
+                label,
+                known,
+                dropped,
+            } => {
                 write!(
                     f,
                     "no checkpoint labelled {label:?}; known labels: {}",
                     label_list(known)
-                )
+                )?;
+                match dropped {
+                    0 => Ok(()),
+                    1 => write!(f, "; 1 more checkpoint was not kept (HEAPDELTA=keep=)"),
+                    n => write!(f, "; {n} more checkpoints were not kept (HEAPDELTA=keep=)"),
+                }
             }
             Error::ReversedWindow { from, to } => write!(
                 f,
@@ -118,6 +130,7 @@ mod tests {
         Error::UnknownLabel {
             label: "nope".to_string(),
             known,
+            dropped: 0,
         }
         .to_string()
     }
@@ -139,6 +152,19 @@ mod tests {
                 r#""step 0", "step 1", "step 2", "step 3", … 92 more …, "step 96", "step 97", "step 98", "step 99""#
             ),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_label_error_says_how_many_checkpoints_were_not_kept() {
+        let err = Error::UnknownLabel {
+            label: "step 2".to_string(),
+            known: vec!["start".to_string(), "step 9".to_string()],
+            dropped: 7,
+        };
+        assert_eq!(
+            err.to_string(),
+            r#"no checkpoint labelled "step 2"; known labels: "start", "step 9"; 7 more checkpoints were not kept (HEAPDELTA=keep=)"#
         );
     }
 }
