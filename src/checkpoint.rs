@@ -1,7 +1,7 @@
 //! Checkpoints: the process-wide timeline and the global queries (the epoch counter they advance
 //! is in `stats`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -13,13 +13,44 @@ use crate::stats;
 use crate::thread;
 
 static TIMELINE: Mutex<Vec<Snapshot>> = Mutex::new(Vec::new());
-/// The most checkpoints the timeline keeps (`HEAPDELTA=keep=`); 0: all of them.
+/// The most checkpoints the timeline keeps (`keep_checkpoints`, `HEAPDELTA=keep=`); 0: all of them.
 static KEEP: AtomicUsize = AtomicUsize::new(0);
+/// Whether `KEEP` comes from `HEAPDELTA`, which the program's `keep_checkpoints` does not override.
+static KEEP_FROM_ENV: AtomicBool = AtomicBool::new(false);
 static START: OnceCell<(Instant, u64)> = OnceCell::new();
 
-/// Keeps at most `n` checkpoints (at least 2) from now on: the first and the latest.
+/// `HEAPDELTA=keep=n`: keeps at most `n` checkpoints (at least 2) from now on, the first and the
+/// latest, whatever the program asks with `keep_checkpoints`.
 pub(crate) fn keep_at_most(n: usize) {
+    KEEP_FROM_ENV.store(true, Ordering::Relaxed);
     KEEP.store(n.max(2), Ordering::Relaxed);
+}
+
+/// Bounds the timeline of a long run: from the next checkpoint on, it holds at most `n` of them
+/// (`n` below 2 is taken as 2), the first and the latest `n - 1`, so heapdelta's memory stops
+/// growing with the run. The checkpoints dropped are gone from [`timeline`] and the reports, and
+/// their labels are unknown (the error says how many were not kept); the step from the first to
+/// the oldest one kept spans them, and the growth detector leaves that span out
+/// ([`Timeline::growing`]). `HEAPDELTA=keep=` overrides this.
+///
+/// ```
+/// #[global_allocator]
+/// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+///
+/// fn main() {
+///     heapdelta::keep_checkpoints(3);
+///     for step in 1..=5 {
+///         heapdelta::checkpoint(format!("step {step}"));
+///     }
+///     let timeline = heapdelta::timeline();
+///     let labels: Vec<_> = timeline.checkpoints().iter().map(|c| c.label()).collect();
+///     assert_eq!(labels, [Some("step 1"), Some("step 4"), Some("step 5")]);
+/// }
+/// ```
+pub fn keep_checkpoints(n: usize) {
+    if !KEEP_FROM_ENV.load(Ordering::Relaxed) {
+        KEEP.store(n.max(2), Ordering::Relaxed);
+    }
 }
 
 fn start() -> &'static (Instant, u64) {

@@ -29,8 +29,8 @@
 //!
 //! ## Contents
 //! - the shim: [`Tracker`], [`CallSites`], [`is_installed`];
-//! - taking figures: [`snapshot`], [`checkpoint`], [`timeline`], [`measure`], [`scope`] (with
-//!   its [`ScopeGuard`]);
+//! - taking figures: [`snapshot`], [`checkpoint`], [`timeline`] (bounded by
+//!   [`keep_checkpoints`]), [`measure`], [`scope`] (with its [`ScopeGuard`]);
 //! - what they return: [`Snapshot`], [`Totals`], [`Delta`] with [`SiteDelta`], [`ClassDelta`],
 //!   [`TagDelta`], [`TypeDelta`] and [`Survivors`]; [`Timeline`] with [`Growth`]; [`Site`] and
 //!   [`Frame`]; a delta's growth table grouped [`By`] site, type, size class or tag
@@ -42,8 +42,9 @@
 //!   `write_flamegraph` (feature `flamegraph`), `Timeline::write_plot` (feature `plot`), the
 //!   `heapdelta` command (feature `cli`, module `cli`); errors are [`Error`];
 //! - run-time configuration: the `HEAPDELTA` environment variable
-//!   (`sites=exact|off|sampled:BYTES`, `depth=N`, `report=PATH`, `every=SECONDS`), read at the
-//!   first allocation; a bad entry prints one line naming its key and keeps the default.
+//!   (`sites=exact|off|sampled:BYTES`, `depth=N`, `report=PATH`, `every=SECONDS`, `keep=N`,
+//!   `signals=on|off`), read at the first allocation; a bad entry prints one line naming its key
+//!   and keeps the default.
 //!
 //! How it is built, and where it departs from the original design: `ARCHITECTURE.md` in the
 //! repository.
@@ -74,7 +75,7 @@ pub use callsite::internals as __internals;
 pub use report::cli;
 
 pub use callsite::{Frame, Site};
-pub use checkpoint::{checkpoint, measure, snapshot, timeline};
+pub use checkpoint::{checkpoint, keep_checkpoints, measure, snapshot, timeline};
 pub use diff::{ClassDelta, Delta, Growth, SiteDelta, Survivors, TagDelta, Timeline, TypeDelta};
 pub use error::Error;
 pub use pool::{pool_stats, replay, ClassStats, Pool, PoolConfig, PoolStats};
