@@ -2,16 +2,19 @@
 //!
 //! ```text
 //! {"heapdelta_format": 1, "kind": "snapshot", "snapshot": {...}}
-//! {"heapdelta_format": 2, "kind": "timeline", "sites": [{"id": 1, "site": {...}}, ...],
-//!  "checkpoints": [{...}, ...]}
+//! {"heapdelta_format": 3, "kind": "timeline", "sites": [{"id": 1, "site": {...}}, ...],
+//!  "checkpoints": [{..., "sites": [...]}, {..., "sites": {"changed": [...]}}, ...]}
 //! ```
 //!
 //! Sites are written with their resolved frames, so a file read back by another process diffs
 //! by call site, not by the writing process's interned ids. A timeline lists each site's frames
 //! once, in `sites`, and its checkpoints name them by id; a checkpoint's site keeps its frames
 //! inline only when another site already holds its id in the table (checkpoints of another run).
-//! Version 1 timelines, still read, had no table: every checkpoint carried every site's frames, so
-//! a long run's timeline repeated them thousands of times. Snapshot files are unchanged since
+//! A checkpoint of the same run as the one before it lists only the sites whose entries changed
+//! since (`SiteList::changes_since`); reading puts the others back from the checkpoint before
+//! (`SiteList::overlay_on`), sharing their chunks with it. Version 1 timelines, still read, had no
+//! table: every checkpoint carried every site's frames, so a long run's timeline repeated them
+//! thousands of times; version 2 ones listed every site at every checkpoint. Snapshot files are unchanged since
 //! version 1 and are still written as such, so older heapdelta releases read them.
 
 use std::collections::btree_map::{BTreeMap, Entry};
@@ -32,7 +35,7 @@ use crate::snapshot::{ChunkMemo, SiteCount, Snapshot};
 
 /// The newest file format version: this build writes timelines in it and reads every version up
 /// to it.
-pub(crate) const FORMAT_VERSION: u64 = 2;
+pub(crate) const FORMAT_VERSION: u64 = 3;
 /// The version snapshot files are written in: their shape has not changed since.
 const SNAPSHOT_FORMAT: u64 = 1;
 
@@ -88,8 +91,17 @@ fn shared_checkpoints<'de, D: Deserializer<'de>>(
         fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Vec<Snapshot>, S::Error> {
             let mut checkpoints: Vec<Snapshot> = Vec::new();
             while let Some(mut s) = seq.next_element::<Snapshot>()? {
-                if let Some(prev) = checkpoints.last() {
-                    s.sites.share_with(&prev.sites);
+                match checkpoints.last() {
+                    Some(prev) if s.sites.is_changes_only() => {
+                        s.sites = std::mem::take(&mut s.sites).overlay_on(&prev.sites);
+                    }
+                    Some(prev) => s.sites.share_with(&prev.sites),
+                    None if s.sites.is_changes_only() => {
+                        return Err(de::Error::custom(
+                            "the first checkpoint lists only the sites that changed, since none",
+                        ))
+                    }
+                    None => {}
                 }
                 checkpoints.push(s);
             }
@@ -201,6 +213,11 @@ pub(crate) fn read_contents(mut r: impl Read) -> Result<Contents, Error> {
         match envelope.kind.as_ref().and_then(Value::as_str) {
             Some(SNAPSHOT) => {
                 let body: SnapshotBody = serde_json::from_slice(&text).map_err(format_error)?;
+                if body.snapshot.sites.is_changes_only() {
+                    return Err(Error::Format(
+                        "a snapshot lists only the sites that changed, since none".to_string(),
+                    ));
+                }
                 check_snapshot(&body.snapshot).map_err(Error::Format)?;
                 Ok(Contents::Snapshot(Box::new(body.snapshot)))
             }
@@ -351,13 +368,35 @@ fn site_table(checkpoints: &[Snapshot]) -> (Vec<SiteEntry>, Vec<Snapshot>) {
                 written.sites = sites;
                 written
             })
-            .collect()
+            .collect::<Vec<Snapshot>>()
     });
+    let written = changes_only(written);
     let table = table
         .into_iter()
         .map(|(id, site)| SiteEntry { id, site })
         .collect();
     (table, written)
+}
+
+/// The checkpoints as a timeline file holds them: each of the same run as the one before it
+/// lists only the sites whose entries changed since (sites are never dropped within a run, but
+/// one that was is listed whole).
+fn changes_only(mut written: Vec<Snapshot>) -> Vec<Snapshot> {
+    let changes: Vec<Option<crate::snapshot::SiteList>> = crate::thread::untracked(|| {
+        written
+            .windows(2)
+            .map(|w| match w[0].run == w[1].run {
+                true => w[1].sites.changes_since(&w[0].sites),
+                false => None,
+            })
+            .collect()
+    });
+    for (s, changes) in written.iter_mut().skip(1).zip(changes) {
+        if let Some(changes) = changes {
+            s.sites = changes;
+        }
+    }
+    written
 }
 
 /// A timeline file's checkpoints with the frames of the table's sites put back in (a version 1
@@ -645,9 +684,74 @@ mod tests {
         let file: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(file["sites"].as_array().map(Vec::len), Some(1));
         assert!(file["checkpoints"][0]["sites"][0].get("site").is_none());
-        assert!(file["checkpoints"][1]["sites"][0].get("site").is_some());
+        assert!(file["checkpoints"][1]["sites"]["changed"][0]
+            .get("site")
+            .is_some());
         let back = Timeline::read_json_from(&out[..]).unwrap();
         assert_eq!(back.checkpoints(), [first, second]);
+    }
+
+    /// The ids of the sites a written checkpoint lists, and whether it lists only those that
+    /// changed.
+    fn listed(checkpoint: &Value) -> (Vec<u64>, bool) {
+        let sites = &checkpoint["sites"];
+        let (list, changes_only) = match sites.get("changed") {
+            Some(changed) => (changed, true),
+            None => (sites, false),
+        };
+        let ids = list.as_array().map_or(Vec::new(), |l| {
+            l.iter().filter_map(|c| c["id"].as_u64()).collect()
+        });
+        (ids, changes_only)
+    }
+
+    #[test]
+    fn a_timeline_file_lists_at_each_checkpoint_only_the_sites_that_changed() {
+        let checkpoints = vec![
+            checkpoint_of_another_run("a", &[(1, 1), (40, 1)]),
+            checkpoint_of_another_run("b", &[(1, 1), (40, 2), (41, 1)]),
+            checkpoint_of_another_run("c", &[(1, 1), (40, 2), (41, 1)]),
+        ];
+        let mut out = Vec::new();
+        Timeline::new(checkpoints.clone())
+            .write_json_to(&mut out)
+            .unwrap();
+        let file: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(listed(&file["checkpoints"][0]), (vec![1, 40], false));
+        assert_eq!(listed(&file["checkpoints"][1]), (vec![40, 41], true));
+        assert_eq!(listed(&file["checkpoints"][2]), (vec![], true));
+        let back = Timeline::read_json_from(&out[..]).unwrap();
+        assert_eq!(back.checkpoints(), checkpoints);
+    }
+
+    #[test]
+    fn a_checkpoint_of_another_run_than_the_one_before_lists_every_site() {
+        let first = checkpoint_of_another_run("a", &[(1, 1)]);
+        let mut second = checkpoint_of_another_run("b", &[(1, 1), (2, 1)]);
+        second.run ^= 2;
+        let mut out = Vec::new();
+        Timeline::new(vec![first.clone(), second.clone()])
+            .write_json_to(&mut out)
+            .unwrap();
+        let file: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(listed(&file["checkpoints"][1]), (vec![1, 2], false));
+        let back = Timeline::read_json_from(&out[..]).unwrap();
+        assert_eq!(back.checkpoints(), [first, second]);
+    }
+
+    #[test]
+    fn a_first_checkpoint_that_lists_only_changes_is_a_format_error() {
+        let mut out = Vec::new();
+        Timeline::new(vec![checkpoint_of_another_run("a", &[(1, 1)])])
+            .write_json_to(&mut out)
+            .unwrap();
+        let mut file: Value = serde_json::from_slice(&out).unwrap();
+        let sites = file["checkpoints"][0]["sites"].take();
+        file["checkpoints"][0]["sites"] = serde_json::json!({ "changed": sites });
+        match Timeline::read_json_from(file.to_string().as_bytes()) {
+            Err(Error::Format(msg)) => assert!(msg.contains("first checkpoint"), "{msg}"),
+            other => panic!("expected a format error, got {other:?}"),
+        }
     }
 
     #[test]

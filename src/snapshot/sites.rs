@@ -10,6 +10,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use serde::de::value::SeqAccessDeserializer;
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::SiteCount;
@@ -29,6 +32,10 @@ pub(crate) type ChunkMemo = HashMap<(*const SiteCount, bool), (Arc<[SiteCount]>,
 #[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) struct SiteList {
     chunks: Vec<Arc<[SiteCount]>>,
+    /// Only the sites that changed since the checkpoint before (`changes_since`), as a timeline
+    /// file holds them; `overlay_on` makes the whole list again. Set only while a timeline file is
+    /// written or read.
+    changes_only: bool,
 }
 
 fn chunk_of(id: SiteId) -> SiteId {
@@ -47,7 +54,10 @@ impl SiteList {
             chunks.push(Arc::from(&rest[..n]));
             rest = &rest[n..];
         }
-        SiteList { chunks }
+        SiteList {
+            chunks,
+            changes_only: false,
+        }
     }
 
     /// The sites, by id.
@@ -136,7 +146,76 @@ impl SiteList {
                 Arc::clone(mapped)
             })
             .collect();
-        SiteList { chunks }
+        SiteList {
+            chunks,
+            changes_only: self.changes_only,
+        }
+    }
+
+    /// The sites of this list that are not in `earlier` or differ from their entry there, as a
+    /// list of changes (`overlay_on` of it on `earlier` is this list); `None` when `earlier` holds
+    /// a site this list does not, which changes cannot say.
+    pub fn changes_since(&self, earlier: &SiteList) -> Option<SiteList> {
+        let mut changed = Vec::new();
+        for (_, before, now) in self.unshared_with(earlier) {
+            match (before, now) {
+                (Some(_), None) => return None,
+                (before, Some(now)) if before != Some(now) => changed.push(now.clone()),
+                _ => {}
+            }
+        }
+        Some(SiteList {
+            changes_only: true,
+            ..SiteList::new(changed)
+        })
+    }
+
+    /// Whether the list holds only the sites that changed since the checkpoint before.
+    pub fn is_changes_only(&self) -> bool {
+        self.changes_only
+    }
+
+    /// The whole list of which this one holds the changes since `earlier` (this list itself
+    /// when it is whole): `earlier`'s sites, each replaced by its entry here if it has one, and
+    /// the sites new here. The chunks without a change are `earlier`'s own.
+    pub fn overlay_on(self, earlier: &SiteList) -> SiteList {
+        if !self.changes_only {
+            return self;
+        }
+        let mut chunks = Vec::with_capacity(earlier.chunks.len().max(self.chunks.len()));
+        let (mut a, mut b) = (
+            earlier.chunks.iter().peekable(),
+            self.chunks.into_iter().peekable(),
+        );
+        loop {
+            let order = match (a.peek(), b.peek()) {
+                (None, None) => break,
+                (Some(x), Some(y)) => chunk_of(x[0].id).cmp(&chunk_of(y[0].id)),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+            };
+            match order {
+                Ordering::Less => chunks.extend(a.next().map(Arc::clone)),
+                Ordering::Greater => chunks.extend(b.next()),
+                Ordering::Equal => {
+                    let (Some(before), Some(changes)) = (a.next(), b.next()) else {
+                        break;
+                    };
+                    let merged: Vec<SiteCount> = {
+                        let mut out = Vec::new();
+                        merge_by_id(before, &changes, &mut out);
+                        out.into_iter()
+                            .filter_map(|(_, before, change)| change.or(before).cloned())
+                            .collect()
+                    };
+                    chunks.push(Arc::from(merged));
+                }
+            }
+        }
+        SiteList {
+            chunks,
+            changes_only: false,
+        }
     }
 
     /// How many chunks this list holds that `other` holds too (the same memory): for tests.
@@ -202,15 +281,60 @@ impl fmt::Debug for SiteList {
     }
 }
 
+/// The key under which a list of changes holds its sites: `{"changed": [...]}`, where a whole
+/// list is the bare `[...]`.
+const CHANGED: &str = "changed";
+
+/// The sites of a list of changes, as written.
+struct Entries<'a>(&'a SiteList);
+
+impl Serialize for Entries<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter())
+    }
+}
+
 impl Serialize for SiteList {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.iter())
+        if self.changes_only {
+            let mut map = serializer.serialize_map(Some(1))?;
+            map.serialize_entry(CHANGED, &Entries(self))?;
+            map.end()
+        } else {
+            serializer.collect_seq(self.iter())
+        }
     }
 }
 
 impl<'de> Deserialize<'de> for SiteList {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SiteList, D::Error> {
-        Vec::<SiteCount>::deserialize(deserializer).map(SiteList::new)
+        struct Sites;
+        impl<'de> Visitor<'de> for Sites {
+            type Value = SiteList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of sites, or {\"changed\": a list of sites}")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<SiteList, A::Error> {
+                Vec::<SiteCount>::deserialize(SeqAccessDeserializer::new(seq)).map(SiteList::new)
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<SiteList, M::Error> {
+                let mut changed: Option<Vec<SiteCount>> = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key != CHANGED {
+                        return Err(de::Error::unknown_field(&key, &[CHANGED]));
+                    }
+                    if changed.replace(map.next_value()?).is_some() {
+                        return Err(de::Error::duplicate_field(CHANGED));
+                    }
+                }
+                let changed = changed.ok_or_else(|| de::Error::missing_field(CHANGED))?;
+                Ok(SiteList {
+                    changes_only: true,
+                    ..SiteList::new(changed)
+                })
+            }
+        }
+        deserializer.deserialize_any(Sites)
     }
 }
 
@@ -295,6 +419,44 @@ mod tests {
                 (70, None, Some(1)),
             ]
         );
+    }
+
+    #[test]
+    fn the_changes_since_an_earlier_list_are_the_sites_new_or_different() {
+        let earlier = SiteList::new(vec![site(1, 5), site(20, 5), site(21, 5)]);
+        let later = SiteList::new(vec![site(1, 5), site(20, 6), site(21, 5), site(70, 1)]);
+        let changes = later.changes_since(&earlier).expect("no site dropped");
+        assert!(changes.is_changes_only());
+        assert_eq!(ids(&changes), [20, 70]);
+        assert_eq!(changes.overlay_on(&earlier), later);
+    }
+
+    #[test]
+    fn changes_cannot_say_that_a_site_was_dropped() {
+        let earlier = SiteList::new(vec![site(1, 5), site(2, 5)]);
+        let later = SiteList::new(vec![site(1, 6)]);
+        assert_eq!(later.changes_since(&earlier), None);
+    }
+
+    #[test]
+    fn an_overlay_keeps_the_earlier_chunks_without_a_change() {
+        let earlier = SiteList::new(vec![site(1, 5), site(20, 5)]);
+        let later = SiteList::new(vec![site(1, 5), site(20, 6)]);
+        let whole = later.changes_since(&earlier).unwrap().overlay_on(&earlier);
+        assert_eq!(whole.shared_chunks(&earlier), 1);
+        assert!(!whole.is_changes_only());
+    }
+
+    #[test]
+    fn a_list_of_changes_reads_back_as_one() {
+        let earlier = SiteList::new(vec![site(1, 5)]);
+        let changes = SiteList::new(vec![site(1, 6), site(2, 1)])
+            .changes_since(&earlier)
+            .unwrap();
+        let text = serde_json::to_string(&changes).expect("serializes");
+        assert!(text.starts_with(r#"{"changed":["#), "{text}");
+        let back: SiteList = serde_json::from_str(&text).expect("reads back");
+        assert_eq!(back, changes);
     }
 
     #[test]
