@@ -92,22 +92,7 @@ impl SiteList {
     /// is the same in both, so this is every site whose counters may differ.
     pub fn unshared_with<'a>(&'a self, earlier: &'a SiteList) -> Vec<Pair<'a>> {
         let mut out = Vec::new();
-        let (mut a, mut b) = (
-            earlier.chunks.iter().peekable(),
-            self.chunks.iter().peekable(),
-        );
-        loop {
-            let order = match (a.peek(), b.peek()) {
-                (None, None) => break,
-                (Some(x), Some(y)) => chunk_of(x[0].id).cmp(&chunk_of(y[0].id)),
-                (Some(_), None) => Ordering::Less,
-                (None, Some(_)) => Ordering::Greater,
-            };
-            let (x, y) = match order {
-                Ordering::Less => (a.next(), None),
-                Ordering::Greater => (None, b.next()),
-                Ordering::Equal => (a.next(), b.next()),
-            };
+        for (x, y) in by_chunk(&earlier.chunks, &self.chunks) {
             if let (Some(x), Some(y)) = (x, y) {
                 if Arc::ptr_eq(x, y) {
                     continue;
@@ -183,33 +168,20 @@ impl SiteList {
             return self;
         }
         let mut chunks = Vec::with_capacity(earlier.chunks.len().max(self.chunks.len()));
-        let (mut a, mut b) = (
-            earlier.chunks.iter().peekable(),
-            self.chunks.into_iter().peekable(),
-        );
-        loop {
-            let order = match (a.peek(), b.peek()) {
-                (None, None) => break,
-                (Some(x), Some(y)) => chunk_of(x[0].id).cmp(&chunk_of(y[0].id)),
-                (Some(_), None) => Ordering::Less,
-                (None, Some(_)) => Ordering::Greater,
-            };
-            match order {
-                Ordering::Less => chunks.extend(a.next().map(Arc::clone)),
-                Ordering::Greater => chunks.extend(b.next()),
-                Ordering::Equal => {
-                    let (Some(before), Some(changes)) = (a.next(), b.next()) else {
-                        break;
-                    };
-                    let merged: Vec<SiteCount> = {
-                        let mut out = Vec::new();
-                        merge_by_id(before, &changes, &mut out);
-                        out.into_iter()
-                            .filter_map(|(_, before, change)| change.or(before).cloned())
-                            .collect()
-                    };
+        for pair in by_chunk(&earlier.chunks, self.chunks) {
+            match pair {
+                (Some(before), None) => chunks.push(Arc::clone(before)),
+                (None, Some(changes)) => chunks.push(changes),
+                (Some(before), Some(changes)) => {
+                    let mut pairs = Vec::new();
+                    merge_by_id(before, &changes, &mut pairs);
+                    let merged: Vec<SiteCount> = pairs
+                        .into_iter()
+                        .filter_map(|(_, before, change)| change.or(before).cloned())
+                        .collect();
                     chunks.push(Arc::from(merged));
                 }
+                (None, None) => {}
             }
         }
         SiteList {
@@ -226,6 +198,29 @@ impl SiteList {
             .filter(|c| other.chunks.iter().any(|o| Arc::ptr_eq(c, o)))
             .count()
     }
+}
+
+/// The chunks of two lists (both by id) paired by the ids they hold: each chunk of one list with
+/// the other's chunk of the same ids, if it has one.
+fn by_chunk<X: AsRef<[SiteCount]>, Y: AsRef<[SiteCount]>>(
+    a: impl IntoIterator<Item = X>,
+    b: impl IntoIterator<Item = Y>,
+) -> impl Iterator<Item = (Option<X>, Option<Y>)> {
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    let key = |c: &[SiteCount]| chunk_of(c[0].id);
+    std::iter::from_fn(move || {
+        let order = match (a.peek(), b.peek()) {
+            (None, None) => return None,
+            (Some(x), Some(y)) => key(x.as_ref()).cmp(&key(y.as_ref())),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+        };
+        Some(match order {
+            Ordering::Less => (a.next(), None),
+            Ordering::Greater => (None, b.next()),
+            Ordering::Equal => (a.next(), b.next()),
+        })
+    })
 }
 
 /// A site's entries in two lists (see `SiteList::unshared_with`).
