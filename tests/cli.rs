@@ -385,6 +385,32 @@ fn show_and_diff_say_when_site_figures_are_sampled_estimates() {
 }
 
 #[test]
+fn exports_of_sampled_figures_say_so_beside_the_exact_totals() {
+    const NOTE: &str = "call sites sampled about once per 512.0 KiB: their figures are estimates; \
+                        exact: 132.5 KiB live in 113 blocks";
+    let dir = common::temp_dir("sampled_exports");
+    let mut file = common::snapshot(4);
+    file["sampled_mean"] = (512 * 1024).into();
+    let input = dir.join("step4.json");
+    std::fs::write(&input, common::snapshot_file_of(file)).unwrap();
+    let (dhat, pprof) = (dir.join("out.dhat.json"), dir.join("out.pb.gz"));
+    for (format, out) in [("dhat", &dhat), ("pprof", &pprof)] {
+        let run = heapdelta(["export", "--format", format, arg(&input), "-o", arg(out)]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    let dhat = std::fs::read_to_string(&dhat).unwrap();
+    assert!(dhat.contains(NOTE), "{dhat}");
+    let mut profile = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&std::fs::read(&pprof).unwrap()[..]),
+        &mut profile,
+    )
+    .unwrap();
+    let profile = String::from_utf8_lossy(&profile);
+    assert!(profile.contains(NOTE), "no note in the profile's strings");
+}
+
+#[test]
 fn diff_top_limits_the_rows() {
     let dir = demo("diff_top");
     let run = heapdelta([
@@ -512,6 +538,21 @@ fn export_of_a_window_writes_its_growth() {
     assert!(std::fs::read_to_string(&dhat)
         .unwrap()
         .contains("heapdelta growth"));
+}
+
+#[test]
+fn export_of_a_snapshot_without_call_sites_fails_with_one_line() {
+    let dir = demo("export_no_sites");
+    let mut file: serde_json::Value = serde_json::from_str(&common::snapshot_file()).unwrap();
+    file["snapshot"]["sites"] = serde_json::json!([]);
+    let input = dir.join("no_sites.json");
+    std::fs::write(&input, file.to_string()).unwrap();
+    for format in ["pprof", "dhat"] {
+        let out = dir.join(format!("out.{format}"));
+        let run = heapdelta(["export", "--format", format, arg(&input), "-o", arg(&out)]);
+        assert_one_line_failure(&run, 1, "no call site was recorded");
+        assert!(!out.exists());
+    }
 }
 
 #[test]

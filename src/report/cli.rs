@@ -367,7 +367,19 @@ fn plot(path: &Path, output: &Path) -> Outcome {
 }
 
 fn export(format: Format, path: &Path, output: &Path, window: &Window) -> Outcome {
-    let written = match (select(path, window)?, format) {
+    let selection = select(path, window)?;
+    let sites_recorded = match &selection {
+        Selection::Live(s) => s.sites.iter().next().is_some() || s.totals().total_blocks == 0,
+        Selection::Growth(d) => !d.sites().is_empty() || d.allocated_blocks() == 0,
+    };
+    if !sites_recorded {
+        // The viewers would show a profile of nothing, its totals 0.
+        return Err(fail(
+            path,
+            "nothing to export: no call site was recorded (the run had HEAPDELTA=sites=off or              CallSites::Off, or, with sampled sites, no allocation in the window was sampled)",
+        ));
+    }
+    let written = match (selection, format) {
         (Selection::Live(s), Format::Pprof) => s.write_pprof(output),
         (Selection::Live(s), Format::Dhat) => s.write_dhat(output),
         (Selection::Growth(d), Format::Pprof) => d.write_pprof(output),

@@ -14,6 +14,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::diff::Delta;
+use crate::report::text::estimates_note_beside;
 use crate::report::{
     delta_sites, of_program, snapshot_sites, write_file, SiteFigures, UNKNOWN_SITE,
 };
@@ -129,12 +130,12 @@ fn build(sites: &[SiteFigures], cmd: String, seconds: f64) -> DhatFile {
 
 /// The viewer shows `cmd` at the top of the page: it says there what the figures are, since the
 /// viewer shows fields heapdelta does not record (lifetimes, maxima, t-gmax) as if measured.
-fn with_notes(cmd: String, at_end: &str, sampled_mean: Option<u64>) -> String {
+fn with_notes(cmd: String, at_end: &str, estimates: Option<String>) -> String {
     let mut cmd = format!(
         "{cmd} (\"At t-end\": {at_end}; lifetimes, \"Max\" and t-gmax are not recorded: \
          they repeat the t-end figures"
     );
-    if let Some(note) = crate::report::text::estimates_note(sampled_mean) {
+    if let Some(note) = estimates {
         cmd += &format!("; {note}");
     }
     cmd.push(')');
@@ -178,7 +179,8 @@ impl Snapshot {
             None => "heapdelta snapshot".to_string(),
         };
         let cmd = of_program(cmd, self.program.as_deref());
-        let cmd = with_notes(cmd, "live at the snapshot", self.sampled_mean);
+        let estimates = estimates_note_beside(self.sampled_mean, &self.exact_live());
+        let cmd = with_notes(cmd, "live at the snapshot", estimates);
         write_dhat(&build(&snapshot_sites(self), cmd, self.seconds), w)
     }
 }
@@ -215,7 +217,8 @@ impl Delta {
     fn dhat_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
         let cmd = format!("heapdelta growth {}", self.window_name());
         let cmd = of_program(cmd, self.program.as_deref());
-        let cmd = with_notes(cmd, "growth of live bytes", self.sampled_mean);
+        let estimates = estimates_note_beside(self.sampled_mean, &self.exact_growth());
+        let cmd = with_notes(cmd, "growth of live bytes", estimates);
         write_dhat(&build(&delta_sites(self), cmd, self.seconds), w)
     }
 

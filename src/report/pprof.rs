@@ -11,6 +11,7 @@ use flate2::Compression;
 use prost::Message;
 
 use crate::diff::Delta;
+use crate::report::text::estimates_note_beside;
 use crate::report::{delta_sites, snapshot_sites, write_file, SiteFigures, UNKNOWN_SITE};
 use crate::snapshot::Snapshot;
 
@@ -279,6 +280,19 @@ fn write_gzipped(profile: &Profile, w: impl Write) -> io::Result<()> {
     Ok(())
 }
 
+/// `comment`, followed by the note that the figures are sampled estimates, when they are, with
+/// the exact figures beside (`exact`), which the sites' samples add up to only roughly.
+fn with_estimates(
+    comment: String,
+    sampled_mean: Option<u64>,
+    exact: impl Fn() -> String,
+) -> String {
+    match sampled_mean.and_then(|_| estimates_note_beside(sampled_mean, &exact())) {
+        Some(note) => format!("{comment}; {note}"),
+        None => comment,
+    }
+}
+
 impl Snapshot {
     /// Writes the snapshot as a pprof profile (gzipped `profile.proto`, feature `pprof`) with
     /// the sample types `alloc_objects`, `alloc_space` (everything allocated so far),
@@ -318,6 +332,7 @@ impl Snapshot {
             Some(label) => format!("heapdelta snapshot {label:?}"),
             None => "heapdelta snapshot".to_string(),
         };
+        let comment = with_estimates(comment, self.sampled_mean, || self.exact_live());
         let window = Window {
             seconds: self.seconds,
             end_unix_nanos: self.unix_nanos,
@@ -362,6 +377,7 @@ impl Delta {
     /// The gzipped profile's bytes, made into `w` (in heapdelta's guard).
     fn pprof_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
         let comment = format!("heapdelta growth {}", self.window_name());
+        let comment = with_estimates(comment, self.sampled_mean, || self.exact_growth());
         let window = Window {
             seconds: self.seconds,
             end_unix_nanos: self.unix_nanos,

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use crate::callsite::Site;
 use crate::diff::{Delta, SiteDelta, Survivors, TagDelta, Timeline};
 use crate::pool::{ClassStats, PoolStats};
+use crate::snapshot::Snapshot;
 
 /// Sites, types and classes listed under a step line.
 const TOP: usize = 5;
@@ -489,6 +490,34 @@ pub(crate) fn estimates_note(sampled_mean: Option<u64>) -> Option<String> {
             bytes(mean)
         )
     })
+}
+
+/// `estimates_note` with the exact figures the estimates stand beside, for the files whose
+/// viewers add the estimates up into totals of their own.
+pub(crate) fn estimates_note_beside(sampled_mean: Option<u64>, exact: &str) -> Option<String> {
+    estimates_note(sampled_mean).map(|note| format!("{note}; exact: {exact}"))
+}
+
+impl Snapshot {
+    /// The exact live figures, as the notes on sampled estimates give them.
+    pub(crate) fn exact_live(&self) -> String {
+        format!(
+            "{} live in {} blocks",
+            bytes(self.totals.live_bytes),
+            thousands(self.totals.live_blocks)
+        )
+    }
+}
+
+impl Delta {
+    /// The exact growth, as the notes on sampled estimates give it.
+    pub(crate) fn exact_growth(&self) -> String {
+        format!(
+            "{} live in {} blocks",
+            signed_bytes(self.live_bytes()),
+            signed(self.live_blocks())
+        )
+    }
 }
 
 /// The never-shrinking-heap view: what the pool keeps reserved, and where the room is.
