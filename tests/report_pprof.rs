@@ -279,6 +279,23 @@ fn functions_have_no_system_name_for_pprof_to_demangle() {
 }
 
 #[test]
+fn functions_of_one_name_in_two_files_are_named_with_their_files() {
+    let mut file = common::snapshot(4);
+    for site in file["sites"].as_array_mut().unwrap() {
+        site["site"]["frames"][0]["function"] = "build".into();
+    }
+    let s = Snapshot::read_json_from(common::snapshot_file_of(file).as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.write_pprof_to(&mut out).unwrap();
+    let p = decode(&out);
+    let names: std::collections::HashSet<&str> = p.function.iter().map(|f| p.str(f.name)).collect();
+    assert!(names.contains("build (src/cache.rs)"), "{names:?}");
+    assert!(names.contains("build (src/log.rs)"), "{names:?}");
+    assert!(!names.contains("build"), "{names:?}");
+    assert!(names.contains("service::main"), "one file: the name alone");
+}
+
+#[test]
 fn shared_frames_are_one_location_and_one_function() {
     let p = snapshot_profile();
     let main = p

@@ -175,6 +175,29 @@ impl Builder {
         }
         location_id
     }
+
+    /// Names each function that shares its name with a function of another file after its file
+    /// too (`build (src/model.rs)`): pprof adds functions up by name alone, and without qualified
+    /// names (debug info of line tables only) two `build`s or `new`s would be one.
+    fn tell_same_names_apart(&mut self) {
+        let mut files_of: HashMap<i64, Vec<i64>> = HashMap::new();
+        for f in &self.functions {
+            let files = files_of.entry(f.name).or_default();
+            if !files.contains(&f.filename) {
+                files.push(f.filename);
+            }
+        }
+        for i in 0..self.functions.len() {
+            let Function { name, filename, .. } = self.functions[i];
+            if files_of.get(&name).is_some_and(|files| files.len() > 1) && filename != 0 {
+                let qualified = format!(
+                    "{} ({})",
+                    self.strings[name as usize], self.strings[filename as usize]
+                );
+                self.functions[i].name = self.string(&qualified);
+            }
+        }
+    }
 }
 
 /// When and how the figures were counted: the window ending at `end_unix_nanos` (wall clock, 0:
@@ -245,6 +268,7 @@ fn build(sites: &[SiteFigures], window: Window, comment: &str) -> Profile {
             }],
         });
     }
+    b.tell_same_names_apart();
     let mapping_file = b.string(window.program.unwrap_or(""));
     let comment = b.string(comment);
     let default_sample_type = b.string("inuse_space");
