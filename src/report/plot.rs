@@ -35,13 +35,47 @@ fn round_number(v: f64) -> String {
 
 /// Most checkpoints named under the x axis.
 const X_LABELS: usize = 12;
+/// Width of the picture, of the y axis labels and of the chart's margin, in pixels.
+const WIDTH_PIXELS: usize = 1000;
+const Y_LABELS_PIXELS: usize = 80;
+const MARGIN_PIXELS: usize = 16;
+/// A label's character, in pixels, at most (the axis labels' font), and the room kept between
+/// two labels.
+const LABEL_CHAR_PIXELS: usize = 7;
+const LABEL_GAP_PIXELS: usize = 14;
+/// Longest checkpoint label shown under the x axis, in characters; a longer one keeps its end
+/// (`…number 28`), where labels that count steps or times differ.
+const LABEL_CHARS: usize = 24;
 
-/// The checkpoints named under the x axis, of `n`: every one when they fit, else every k-th from
-/// the first, the last of those replaced by the last checkpoint when it is not one of them (so
-/// the last two named are k to 2k − 1 apart, never crowded).
-fn label_points(n: usize) -> Vec<f64> {
+/// How many checkpoints can be named under the x axis, the longest label `chars` long, without
+/// two labels running into each other: from 2 to `X_LABELS`.
+fn labels_that_fit(chars: usize) -> usize {
+    let axis = (WIDTH_PIXELS - Y_LABELS_PIXELS - MARGIN_PIXELS).saturating_sub(right_margin(chars));
+    (axis / (chars * LABEL_CHAR_PIXELS + LABEL_GAP_PIXELS)).clamp(2, X_LABELS)
+}
+
+/// The chart's right margin, in pixels: room for half the last checkpoint's label, centred on
+/// the axis's end, the longest label `chars` long.
+fn right_margin(chars: usize) -> usize {
+    (chars * LABEL_CHAR_PIXELS / 2).max(MARGIN_PIXELS)
+}
+
+/// `label`, cut to its last `LABEL_CHARS - 1` characters after an ellipsis when longer.
+fn axis_label(label: &str) -> String {
+    let chars = label.chars().count();
+    if chars <= LABEL_CHARS {
+        return label.to_string();
+    }
+    let end: String = label.chars().skip(chars - (LABEL_CHARS - 1)).collect();
+    format!("\u{2026}{end}")
+}
+
+/// The checkpoints named under the x axis, of `n`, at most `most` (at least 2): every one when
+/// they fit, else every k-th from the first, the last of those replaced by the last checkpoint
+/// when it is not one of them (so the last two named are k to 2k − 1 apart, never crowded).
+fn label_points(n: usize, most: usize) -> Vec<f64> {
     let last = n.saturating_sub(1);
-    let every = last.div_ceil(X_LABELS - 1).max(1);
+    let every = last.div_ceil(most.max(2) - 1).max(1);
     let mut points: Vec<usize> = (0..=last).step_by(every).collect();
     if points.last() != Some(&last) {
         if points.len() > 1 {
@@ -232,10 +266,13 @@ impl Timeline {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                c.label()
-                    .map_or_else(|| format!("#{}", i + 1), |label| OneLine(label).to_string())
+                c.label().map_or_else(
+                    || format!("#{}", i + 1),
+                    |label| axis_label(&OneLine(label).to_string()),
+                )
             })
             .collect();
+        let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
         let series = series(self);
         let top = series
             .iter()
@@ -254,19 +291,23 @@ impl Timeline {
 
         // The legend goes under the chart, one line per series, where it hides no data.
         let legend_lines = (series.len() + notes.len()) as u32;
-        let root = SVGBackend::with_string(svg, (1000, CHART_HEIGHT + 16 + 20 * legend_lines))
-            .into_drawing_area();
+        let root = SVGBackend::with_string(
+            svg,
+            (WIDTH_PIXELS as u32, CHART_HEIGHT + 16 + 20 * legend_lines),
+        )
+        .into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
         let (chart_area, legend_area) = root.split_vertically(CHART_HEIGHT);
         let mut chart = ChartBuilder::on(&chart_area)
             .caption("Heap per checkpoint", ("sans-serif", 22))
-            .margin(16)
+            .margin(MARGIN_PIXELS as u32)
+            .margin_right(right_margin(longest) as u32)
             .x_label_area_size(40)
-            .y_label_area_size(80)
+            .y_label_area_size(Y_LABELS_PIXELS as u32)
             .build_cartesian_2d(
                 CheckpointAxis {
                     inner: (0f64..last_x).into(),
-                    points: label_points(cps.len()),
+                    points: label_points(cps.len(), labels_that_fit(longest)),
                 },
                 0f64..top as f64 / unit * 1.08,
             )
@@ -345,14 +386,17 @@ mod tests {
 
     #[test]
     fn every_checkpoint_is_named_when_twelve_or_fewer() {
-        assert_eq!(label_points(1), [0.0]);
-        assert_eq!(label_points(12), (0..12).map(f64::from).collect::<Vec<_>>());
+        assert_eq!(label_points(1, X_LABELS), [0.0]);
+        assert_eq!(
+            label_points(12, X_LABELS),
+            (0..12).map(f64::from).collect::<Vec<_>>()
+        );
     }
 
     #[test]
     fn the_last_checkpoint_is_always_named() {
         for n in 13..200 {
-            let points = label_points(n);
+            let points = label_points(n, X_LABELS);
             assert_eq!(points.last(), Some(&((n - 1) as f64)), "{n}");
             assert!(points.len() <= X_LABELS, "{n}: {points:?}");
         }
@@ -360,14 +404,35 @@ mod tests {
 
     #[test]
     fn the_last_named_checkpoint_is_at_least_a_stride_from_the_one_before() {
-        assert_eq!(label_points(14), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 13.0]);
+        assert_eq!(
+            label_points(14, X_LABELS),
+            [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 13.0]
+        );
         for n in 13..200 {
-            let points = label_points(n);
+            let points = label_points(n, X_LABELS);
             let gaps: Vec<f64> = points.windows(2).map(|w| w[1] - w[0]).collect();
             let (last, rest) = gaps.split_last().unwrap();
             assert!(rest.iter().all(|g| g == &rest[0]), "{n}: {points:?}");
             assert!(*last >= rest[0], "{n}: {points:?}");
         }
+    }
+
+    #[test]
+    fn the_longer_the_labels_the_fewer_checkpoints_are_named() {
+        assert_eq!(labels_that_fit("step 12".len()), X_LABELS);
+        assert_eq!(labels_that_fit("iteration number 28".len()), 5);
+        assert_eq!(labels_that_fit(LABEL_CHARS), 4);
+        assert_eq!(labels_that_fit(500), 2);
+        let points = label_points(300, labels_that_fit(19));
+        assert_eq!(points, [0.0, 75.0, 150.0, 299.0]);
+    }
+
+    #[test]
+    fn a_long_axis_label_keeps_its_end() {
+        assert_eq!(axis_label("step 3"), "step 3");
+        let long = axis_label("the model's iteration number 28");
+        assert_eq!(long.chars().count(), LABEL_CHARS);
+        assert_eq!(long, "\u{2026}l's iteration number 28");
     }
 
     #[test]
