@@ -140,7 +140,7 @@ fn frames_are_listed_innermost_first() {
     assert_eq!(
         frames_of(&d, cache),
         [
-            "service::cache::Cache::insert (src/cache.rs:42)",
+            "service::cache::Cache::insert (src/cache.rs:42) [Vec<u8>]",
             "service::handle_request (src/main.rs:88)",
             "service::main (src/main.rs:20)"
         ]
@@ -165,20 +165,43 @@ fn program_point_totals_add_up_to_the_snapshot() {
     assert_eq!(sum("ebk"), s.totals().live_blocks);
 }
 
-#[test]
-fn sites_with_the_same_frames_become_one_program_point() {
-    // The cache's frames again, under another allocated type: two sites, one location.
+/// The DHAT file of the demo snapshot with one more site: the cache's frames again, allocating
+/// `type_name`.
+fn dhat_with_a_twin_of_the_cache(type_name: Option<&str>) -> Value {
     let mut v: Value = serde_json::from_str(&common::snapshot_file()).unwrap();
     let sites = v["snapshot"]["sites"].as_array_mut().unwrap();
     let mut twin = sites[0].clone();
     let frames = common::sites()[0].site.frames().to_vec();
     twin["id"] = json!(99);
     twin["site"] =
-        serde_json::to_value(Site::from_frames(frames, Some("Box<[u8]>".into()))).unwrap();
+        serde_json::to_value(Site::from_frames(frames, type_name.map(str::to_string))).unwrap();
     sites.push(twin);
     let d = dhat_of_snapshot(&Snapshot::read_json_from(v.to_string().as_bytes()).unwrap());
     dh_view_checks(&d).unwrap();
+    d
+}
+
+#[test]
+fn sites_with_the_same_frames_and_type_become_one_program_point() {
+    let d = dhat_with_a_twin_of_the_cache(Some(common::sites()[0].site.type_name()));
     assert_eq!(d["pps"].as_array().unwrap().len(), common::sites().len());
+}
+
+#[test]
+fn sites_of_one_location_that_allocate_two_types_are_two_program_points() {
+    let d = dhat_with_a_twin_of_the_cache(Some("Box<[u8]>"));
+    assert_eq!(
+        d["pps"].as_array().unwrap().len(),
+        common::sites().len() + 1
+    );
+    let innermost: Vec<String> = d["pps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pp| frames_of(&d, pp)[0].clone())
+        .collect();
+    assert!(innermost
+        .contains(&"service::cache::Cache::insert (src/cache.rs:42) [Box<[u8]>]".to_string()));
 }
 
 #[test]

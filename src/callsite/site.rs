@@ -143,6 +143,11 @@ impl Site {
     pub fn type_name(&self) -> &str {
         self.0.type_name.as_deref().unwrap_or("(unknown)")
     }
+
+    /// The allocated type, when the frames determine it.
+    pub(crate) fn known_type(&self) -> Option<&str> {
+        self.0.type_name.as_deref()
+    }
 }
 
 impl fmt::Display for Site {

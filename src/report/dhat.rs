@@ -63,8 +63,10 @@ struct DhatFile {
     ftbl: Vec<String>,
 }
 
-/// Builds the file: program points with unique frame lists (sites that map to the same frames
-/// are merged, as the viewer rejects a repeated location).
+/// Builds the file: program points with unique frame lists. The innermost frame names the
+/// allocated type too, when known (`model::encode (src/model.rs:61) [Vec<f32>]`), as the text
+/// reports do, so that sites of one location that allocate two types stay apart; sites that map
+/// to the same frames are merged, as the viewer rejects a repeated location.
 fn build(sites: &[SiteFigures], cmd: String, seconds: f64) -> DhatFile {
     let mut ftbl = vec!["[root]".to_string()];
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -72,8 +74,10 @@ fn build(sites: &[SiteFigures], cmd: String, seconds: f64) -> DhatFile {
     let mut pps: Vec<Pp> = Vec::new();
     for s in sites {
         let mut names: Vec<String> = s.site.frames().iter().map(ToString::to_string).collect();
-        if names.is_empty() {
-            names.push(UNKNOWN_SITE.to_string());
+        match (names.first_mut(), s.site.known_type()) {
+            (None, _) => names.push(UNKNOWN_SITE.to_string()),
+            (Some(innermost), Some(type_name)) => *innermost += &format!(" [{type_name}]"),
+            (Some(_), None) => {}
         }
         let fs: Vec<usize> = names
             .into_iter()

@@ -209,8 +209,8 @@ fn legend_name(site: &Site) -> String {
         }
         tail.push(')');
     }
-    if site.type_name() != "(unknown)" {
-        tail += &format!(" [{}]", OneLine(site.type_name()));
+    if let Some(type_name) = site.known_type() {
+        tail += &format!(" [{}]", OneLine(type_name));
     }
     let function: Vec<char> = OneLine(&frame.function).to_string().chars().collect();
     let room = NAME_CHARS.saturating_sub(tail.chars().count()).max(2);
