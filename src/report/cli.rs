@@ -376,7 +376,8 @@ fn export(format: Format, path: &Path, output: &Path, window: &Window) -> Outcom
         // The viewers would show a profile of nothing, its totals 0.
         return Err(fail(
             path,
-            "nothing to export: no call site was recorded (the run had HEAPDELTA=sites=off or              CallSites::Off, or, with sampled sites, no allocation in the window was sampled)",
+            "nothing to export: no call site was recorded (the run had HEAPDELTA=sites=off or \
+             CallSites::Off, or, with sampled sites, no allocation in the window was sampled)",
         ));
     }
     let written = match (selection, format) {
