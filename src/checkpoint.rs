@@ -1,7 +1,7 @@
 //! Checkpoints: the process-wide timeline and the global queries (the epoch counter they advance
 //! is in `stats`).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -13,25 +13,32 @@ use crate::stats;
 use crate::thread;
 
 static TIMELINE: Mutex<Vec<Snapshot>> = Mutex::new(Vec::new());
-/// The most checkpoints the timeline keeps (`keep_checkpoints`, `HEAPDELTA=keep=`); 0: all of them.
+/// The most checkpoints the timeline keeps (`keep_checkpoints`, `HEAPDELTA=keep=`), 0 for all of
+/// them, with `KEEP_FROM_ENV` set when `HEAPDELTA` gave it, which `keep_checkpoints` then leaves.
 static KEEP: AtomicUsize = AtomicUsize::new(0);
-/// Whether `KEEP` comes from `HEAPDELTA`, which the program's `keep_checkpoints` does not override.
-static KEEP_FROM_ENV: AtomicBool = AtomicBool::new(false);
+const KEEP_FROM_ENV: usize = 1 << (usize::BITS - 1);
 static START: OnceCell<(Instant, u64)> = OnceCell::new();
 
 /// `HEAPDELTA=keep=n`: keeps at most `n` checkpoints (at least 2) from now on, the first and the
 /// latest, whatever the program asks with `keep_checkpoints`.
 pub(crate) fn keep_at_most(n: usize) {
-    KEEP_FROM_ENV.store(true, Ordering::Relaxed);
-    KEEP.store(n.max(2), Ordering::Relaxed);
+    KEEP.store(
+        n.clamp(2, KEEP_FROM_ENV - 1) | KEEP_FROM_ENV,
+        Ordering::Relaxed,
+    );
 }
 
-/// Bounds the timeline of a long run: from the next checkpoint on, it holds at most `n` of them
-/// (`n` below 2 is taken as 2), the first and the latest `n - 1`, so heapdelta's memory stops
-/// growing with the run. The checkpoints dropped are gone from [`timeline`] and the reports, and
-/// their labels are unknown (the error says how many were not kept); the step from the first to
-/// the oldest one kept spans them, and the growth detector leaves that span out
-/// ([`Timeline::growing`]). `HEAPDELTA=keep=` overrides this.
+/// The most checkpoints the timeline keeps; 0: all of them.
+fn kept() -> usize {
+    KEEP.load(Ordering::Relaxed) & !KEEP_FROM_ENV
+}
+
+/// Bounds the timeline of a long run: from the next checkpoint on, it holds at most `n` of them (1
+/// is taken as 2; 0 keeps them all again, the default), the first and the latest `n - 1`, so
+/// heapdelta's memory stops growing with the run. The checkpoints dropped are gone from
+/// [`timeline`] and the reports, and their labels are unknown (the error says how many were not
+/// kept); the step from the first to the oldest one kept spans them, and the growth detector leaves
+/// that span out ([`Timeline::growing`]). `HEAPDELTA=keep=` overrides this.
 ///
 /// ```
 /// #[global_allocator]
@@ -48,9 +55,14 @@ pub(crate) fn keep_at_most(n: usize) {
 /// }
 /// ```
 pub fn keep_checkpoints(n: usize) {
-    if !KEEP_FROM_ENV.load(Ordering::Relaxed) {
-        KEEP.store(n.max(2), Ordering::Relaxed);
-    }
+    let n = match n {
+        0 => 0,
+        n => n.clamp(2, KEEP_FROM_ENV - 1),
+    };
+    // Left as it is when `HEAPDELTA` set it, even if that happens meanwhile.
+    let _ = KEEP.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| {
+        (k & KEEP_FROM_ENV == 0).then_some(n)
+    });
 }
 
 fn start() -> &'static (Instant, u64) {
@@ -141,7 +153,7 @@ pub fn checkpoint(label: impl Into<String>) -> Delta {
         // every slot with the newest epoch and the timeline in their order.
         let snap = Snapshot::take(Some(label), true);
         stats::advance_epoch();
-        append(&mut tl, snap, KEEP.load(Ordering::Relaxed))
+        append(&mut tl, snap, kept())
     })
 }
 

@@ -825,7 +825,7 @@ impl Timeline {
     }
 
     /// How many checkpoints were taken between the ones the timeline holds and not kept
-    /// (`HEAPDELTA=keep=`), told by their epochs.
+    /// (`keep_checkpoints`, `HEAPDELTA=keep=`), told by their epochs.
     pub(crate) fn dropped(&self) -> u64 {
         self.checkpoints
             .windows(2)
@@ -897,7 +897,8 @@ impl Timeline {
     /// Sites whose live bytes rose in every one of the last 5 steps between checkpoints (or in
     /// every such step, when there are fewer; at least 3 checkpoints, so 2 steps, are needed). A
     /// final snapshot that is not a checkpoint, as the `exit` one of `HEAPDELTA=report=`, ends no
-    /// step, and the span across checkpoints that `HEAPDELTA=keep=` did not keep is not a step:
+    /// step, and the span across checkpoints that were not kept
+    /// ([`keep_checkpoints`](crate::keep_checkpoints), `HEAPDELTA=keep=`) is not a step:
     /// only the steps after it count.
     ///
     /// ```

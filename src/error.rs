@@ -30,7 +30,8 @@ pub enum Error {
         label: String,
         /// The labels that exist.
         known: Vec<String>,
-        /// How many checkpoints the timeline did not keep (`HEAPDELTA=keep=`): the label may have
+        /// How many checkpoints the timeline did not keep
+        /// ([`keep_checkpoints`](crate::keep_checkpoints), `HEAPDELTA=keep=`): the label may have
         /// been one of theirs.
         dropped: u64,
     },
@@ -74,8 +75,8 @@ impl fmt::Display for Error {
                 )?;
                 match dropped {
                     0 => Ok(()),
-                    1 => write!(f, "; 1 more checkpoint was not kept (HEAPDELTA=keep=)"),
-                    n => write!(f, "; {n} more checkpoints were not kept (HEAPDELTA=keep=)"),
+                    1 => write!(f, "; 1 more checkpoint was not kept (keep_checkpoints or HEAPDELTA=keep=)"),
+                    n => write!(f, "; {n} more checkpoints were not kept (keep_checkpoints or HEAPDELTA=keep=)"),
                 }
             }
             Error::ReversedWindow { from, to } => write!(
@@ -164,7 +165,7 @@ mod tests {
         };
         assert_eq!(
             err.to_string(),
-            r#"no checkpoint labelled "step 2"; known labels: "start", "step 9"; 7 more checkpoints were not kept (HEAPDELTA=keep=)"#
+            r#"no checkpoint labelled "step 2"; known labels: "start", "step 9"; 7 more checkpoints were not kept (keep_checkpoints or HEAPDELTA=keep=)"#
         );
     }
 }

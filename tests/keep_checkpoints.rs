@@ -6,7 +6,7 @@ use std::process::Command;
 #[global_allocator]
 static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
 
-/// Set in the child: `keep_checkpoints(3)` then five checkpoints, their labels printed.
+/// Set in the child (see `the_child`).
 const CHILD: &str = "HEAPDELTA_TEST_KEEP_CHILD";
 const TEST: &str = "the_child";
 
@@ -18,23 +18,28 @@ fn labels() -> Vec<String> {
         .collect()
 }
 
-fn five_steps() {
-    for step in 1..=5 {
+fn steps(steps: std::ops::RangeInclusive<u32>) {
+    for step in steps {
         heapdelta::checkpoint(format!("step {step}"));
     }
 }
 
-/// In the child: keeps three checkpoints and prints the labels the timeline holds.
+/// In the child: keeps three checkpoints and prints the labels the timeline holds after five
+/// steps, then lifts the bound and prints them again after two more.
 #[test]
 fn the_child() {
     if std::env::var_os(CHILD).is_some() {
         heapdelta::keep_checkpoints(3);
-        five_steps();
+        steps(1..=5);
         println!("labels: {}", labels().join(", "));
+        heapdelta::keep_checkpoints(0);
+        steps(6..=7);
+        println!("lifted: {}", labels().join(", "));
     }
 }
 
-fn child_labels(heapdelta_env: &str) -> String {
+/// The labels the child printed after `prefix`, with `HEAPDELTA` set to `heapdelta_env`.
+fn child_labels(heapdelta_env: &str, prefix: &str) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
@@ -49,17 +54,32 @@ fn child_labels(heapdelta_env: &str) -> String {
     );
     stdout
         .lines()
-        .find_map(|l| l.split_once("labels: ").map(|(_, labels)| labels))
+        .find_map(|l| l.split_once(prefix).map(|(_, labels)| labels))
         .unwrap_or_else(|| panic!("no labels line in {stdout}"))
         .to_string()
 }
 
 #[test]
 fn keep_checkpoints_holds_the_first_and_the_latest() {
-    assert_eq!(child_labels(""), "step 1, step 4, step 5");
+    assert_eq!(child_labels("", "labels: "), "step 1, step 4, step 5");
+}
+
+#[test]
+fn keep_checkpoints_of_zero_keeps_every_checkpoint_from_then_on() {
+    assert_eq!(
+        child_labels("", "lifted: "),
+        "step 1, step 4, step 5, step 6, step 7"
+    );
 }
 
 #[test]
 fn heapdelta_keep_overrides_keep_checkpoints() {
-    assert_eq!(child_labels("keep=4"), "step 1, step 3, step 4, step 5");
+    assert_eq!(
+        child_labels("keep=4", "labels: "),
+        "step 1, step 3, step 4, step 5"
+    );
+    assert_eq!(
+        child_labels("keep=4", "lifted: "),
+        "step 1, step 5, step 6, step 7"
+    );
 }

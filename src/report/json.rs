@@ -6,16 +6,16 @@
 //!  "checkpoints": [{..., "sites": [...]}, {..., "sites": {"changed": [...]}}, ...]}
 //! ```
 //!
-//! Sites are written with their resolved frames, so a file read back by another process diffs
-//! by call site, not by the writing process's interned ids. A timeline lists each site's frames
-//! once, in `sites`, and its checkpoints name them by id; a checkpoint's site keeps its frames
-//! inline only when another site already holds its id in the table (checkpoints of another run).
-//! A checkpoint of the same run as the one before it lists only the sites whose entries changed
-//! since (`SiteList::changes_since`); reading puts the others back from the checkpoint before
+//! Sites are written with their resolved frames, so a file read back by another process diffs by
+//! call site, not by the writing process's interned ids. A timeline lists each site's frames once,
+//! in `sites`, and its checkpoints name them by id; a checkpoint's site keeps its frames inline
+//! only when another site already holds its id in the table (checkpoints of another run). A
+//! checkpoint of the same run as the one before it lists only the sites whose entries changed since
+//! (`SiteList::changes_since`); reading puts the others back from the checkpoint before
 //! (`SiteList::overlay_on`), sharing their chunks with it. Version 1 timelines, still read, had no
 //! table: every checkpoint carried every site's frames, so a long run's timeline repeated them
-//! thousands of times; version 2 ones listed every site at every checkpoint. Snapshot files are unchanged since
-//! version 1 and are still written as such, so older heapdelta releases read them.
+//! thousands of times; version 2 ones listed every site at every checkpoint. Snapshot files are
+//! unchanged since version 1 and are still written as such, so older heapdelta releases read them.
 
 use std::collections::btree_map::{BTreeMap, Entry};
 use std::collections::HashSet;
@@ -92,6 +92,13 @@ fn shared_checkpoints<'de, D: Deserializer<'de>>(
             let mut checkpoints: Vec<Snapshot> = Vec::new();
             while let Some(mut s) = seq.next_element::<Snapshot>()? {
                 match checkpoints.last() {
+                    Some(prev) if s.sites.is_changes_only() && prev.run != s.run => {
+                        return Err(de::Error::custom(format_args!(
+                            "checkpoint {} lists only the sites that changed since the one \
+                             before, which is of another run",
+                            checkpoints.len() + 1
+                        )))
+                    }
                     Some(prev) if s.sites.is_changes_only() => {
                         s.sites = std::mem::take(&mut s.sites).overlay_on(&prev.sites);
                     }
@@ -737,6 +744,22 @@ mod tests {
         assert_eq!(listed(&file["checkpoints"][1]), (vec![1, 2], false));
         let back = Timeline::read_json_from(&out[..]).unwrap();
         assert_eq!(back.checkpoints(), [first, second]);
+    }
+
+    #[test]
+    fn changes_since_a_checkpoint_of_another_run_are_a_format_error() {
+        let first = checkpoint_of_another_run("a", &[(1, 1)]);
+        let second = checkpoint_of_another_run("b", &[(1, 2)]);
+        let mut out = Vec::new();
+        Timeline::new(vec![first, second])
+            .write_json_to(&mut out)
+            .unwrap();
+        let mut file: Value = serde_json::from_slice(&out).unwrap();
+        file["checkpoints"][1]["run"] = 7.into();
+        match Timeline::read_json_from(file.to_string().as_bytes()) {
+            Err(Error::Format(msg)) => assert!(msg.contains("another run"), "{msg}"),
+            other => panic!("expected a format error, got {other:?}"),
+        }
     }
 
     #[test]

@@ -60,6 +60,20 @@ fn right_margin(chars: usize) -> usize {
     (chars * LABEL_CHAR_PIXELS / 2).max(MARGIN_PIXELS)
 }
 
+/// Columns a character takes in the axis labels' font: 2 for the wide characters of East Asian
+/// scripts and emoji (their main Unicode blocks), 1 for others.
+fn columns(c: char) -> usize {
+    let wide = matches!(c as u32,
+        0x1100..=0x115F | 0x2E80..=0x303E | 0x3041..=0x33FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF
+        | 0xA000..=0xA4CF | 0xAC00..=0xD7A3 | 0xF900..=0xFAFF | 0xFE30..=0xFE4F | 0xFF00..=0xFF60
+        | 0xFFE0..=0xFFE6 | 0x1F300..=0x1F64F | 0x1F900..=0x1F9FF | 0x20000..=0x3FFFD);
+    if wide {
+        2
+    } else {
+        1
+    }
+}
+
 /// `label`, cut to its last `LABEL_CHARS - 1` characters after an ellipsis when longer.
 fn axis_label(label: &str) -> String {
     let chars = label.chars().count();
@@ -272,7 +286,11 @@ impl Timeline {
                 )
             })
             .collect();
-        let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+        let longest = labels
+            .iter()
+            .map(|l| l.chars().map(columns).sum())
+            .max()
+            .unwrap_or(0);
         let series = series(self);
         let top = series
             .iter()
@@ -425,6 +443,13 @@ mod tests {
         assert_eq!(labels_that_fit(500), 2);
         let points = label_points(300, labels_that_fit(19));
         assert_eq!(points, [0.0, 75.0, 150.0, 299.0]);
+    }
+
+    #[test]
+    fn a_wide_character_takes_two_columns() {
+        let width = |label: &str| label.chars().map(columns).sum::<usize>();
+        assert_eq!(width("step 3"), 6);
+        assert_eq!(width("第3步"), 5);
     }
 
     #[test]

@@ -499,23 +499,27 @@ pub(crate) fn estimates_note_beside(sampled_mean: Option<u64>, exact: &str) -> O
 }
 
 impl Snapshot {
-    /// The exact live figures, as the notes on sampled estimates give them.
+    /// The exact live and allocated figures, as the notes on sampled estimates give them.
     pub(crate) fn exact_live(&self) -> String {
         format!(
-            "{} live in {} blocks",
+            "{} live in {} blocks, {} allocated in {}",
             bytes(self.totals.live_bytes),
-            thousands(self.totals.live_blocks)
+            thousands(self.totals.live_blocks),
+            bytes(self.totals.total_bytes),
+            thousands(self.totals.total_blocks)
         )
     }
 }
 
 impl Delta {
-    /// The exact growth, as the notes on sampled estimates give it.
+    /// The exact growth and allocations, as the notes on sampled estimates give them.
     pub(crate) fn exact_growth(&self) -> String {
         format!(
-            "{} live in {} blocks",
+            "{} live in {} blocks, {} allocated in {}",
             signed_bytes(self.live_bytes()),
-            signed(self.live_blocks())
+            signed(self.live_blocks()),
+            bytes(self.allocated_bytes()),
+            thousands(self.allocated_blocks())
         )
     }
 }
