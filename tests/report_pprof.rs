@@ -338,6 +338,28 @@ fn a_delta_profile_gives_the_growth_and_the_window_allocations() {
 }
 
 #[test]
+fn a_delta_profile_shows_by_default_the_growth_of_the_sites_that_grew() {
+    let t = Timeline::read_json_from(common::timeline_file().as_bytes()).unwrap();
+    // From "step 1" to "step 4" the sites grew; back from "step 4" to "step 1" they shrank.
+    let cps = t.checkpoints();
+    for (window, grew) in [
+        (cps[3].since(&cps[0]), true),
+        (cps[0].since(&cps[3]), false),
+    ] {
+        let mut out = Vec::new();
+        window.write_pprof_to(&mut out).unwrap();
+        let p = decode(&out);
+        assert_eq!(p.str(p.default_sample_type), "grown_space");
+        let last = p.sample_type.last().map(|t| p.str(t.r#type));
+        assert_eq!(last, Some("grown_space"), "the last type, for speedscope");
+        let grown: i64 = window.sites().iter().map(|s| s.live_bytes.max(0)).sum();
+        assert_eq!(p.total("grown_space"), grown);
+        assert!(p.sample.iter().all(|s| s.value[4] >= 0 && s.value[5] >= 0));
+        assert_eq!(grown > 0, grew);
+    }
+}
+
+#[test]
 fn go_tool_pprof_reads_the_profile() {
     let go = std::process::Command::new("go").arg("version").output();
     if !go.is_ok_and(|o| o.status.success()) {

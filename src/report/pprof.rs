@@ -226,20 +226,35 @@ impl Window<'_> {
     }
 }
 
+/// What a profile's samples hold beside the allocations: the live figures of a snapshot, or the
+/// change in them over a delta's window.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Figures {
+    Live,
+    Growth,
+}
+
 /// The profile of per-site figures: allocations (count and bytes) and live or grown (count and
-/// bytes, negative where a delta's site shrank).
-fn build(sites: &[SiteFigures], window: Window, comment: &str) -> Profile {
+/// bytes, negative where a delta's site shrank). A delta's profile also has the growth of the
+/// sites that grew alone (`grown_objects`, `grown_space`, never negative), its default and last
+/// sample type: viewers that show one type (speedscope takes the default, or the last) refuse
+/// negative values.
+fn build(sites: &[SiteFigures], figures: Figures, window: Window, comment: &str) -> Profile {
     let mut b = Builder::new();
     let value_type = |b: &mut Builder, t: &str, unit: &str| ValueType {
         r#type: b.string(t),
         unit: b.string(unit),
     };
-    let sample_type = vec![
+    let mut sample_type = vec![
         value_type(&mut b, "alloc_objects", "count"),
         value_type(&mut b, "alloc_space", "bytes"),
         value_type(&mut b, "inuse_objects", "count"),
         value_type(&mut b, "inuse_space", "bytes"),
     ];
+    if figures == Figures::Growth {
+        sample_type.push(value_type(&mut b, "grown_objects", "count"));
+        sample_type.push(value_type(&mut b, "grown_space", "bytes"));
+    }
     let period_type = value_type(&mut b, "space", "bytes");
     let type_key = b.string("type");
     let mut samples = Vec::with_capacity(sites.len());
@@ -254,14 +269,18 @@ fn build(sites: &[SiteFigures], window: Window, comment: &str) -> Profile {
                 .collect()
         };
         let type_name = b.string(s.site.type_name());
+        let mut value = vec![
+            i64::try_from(s.alloc_blocks).unwrap_or(i64::MAX),
+            i64::try_from(s.alloc_bytes).unwrap_or(i64::MAX),
+            s.live_blocks,
+            s.live_bytes,
+        ];
+        if figures == Figures::Growth {
+            value.extend([s.live_blocks.max(0), s.live_bytes.max(0)]);
+        }
         samples.push(Sample {
             location_id,
-            value: vec![
-                i64::try_from(s.alloc_blocks).unwrap_or(i64::MAX),
-                i64::try_from(s.alloc_bytes).unwrap_or(i64::MAX),
-                s.live_blocks,
-                s.live_bytes,
-            ],
+            value,
             label: vec![Label {
                 key: type_key,
                 str: type_name,
@@ -271,7 +290,10 @@ fn build(sites: &[SiteFigures], window: Window, comment: &str) -> Profile {
     b.tell_same_names_apart();
     let mapping_file = b.string(window.program.unwrap_or(""));
     let comment = b.string(comment);
-    let default_sample_type = b.string("inuse_space");
+    let default_sample_type = b.string(match figures {
+        Figures::Live => "inuse_space",
+        Figures::Growth => "grown_space",
+    });
     Profile {
         sample_type,
         sample: samples,
@@ -363,15 +385,20 @@ impl Snapshot {
             sampled_mean: self.sampled_mean,
             program: self.program.as_deref(),
         };
-        write_gzipped(&build(&snapshot_sites(self), window, &comment), w)
+        write_gzipped(
+            &build(&snapshot_sites(self), Figures::Live, window, &comment),
+            w,
+        )
     }
 }
 
 impl Delta {
     /// Writes the growth as a pprof profile (feature `pprof`): `alloc_objects`/`alloc_space`
     /// count what was allocated in the window, `inuse_objects`/`inuse_space` the change in live
-    /// blocks and bytes (negative where a site shrank, as in `pprof -diff_base`). The profile's
-    /// time is the window's start, and its duration the window's length.
+    /// blocks and bytes (negative where a site shrank, as in `pprof -diff_base`), and
+    /// `grown_objects`/`grown_space`, the default, that change where it is growth (0 where a site
+    /// shrank), which viewers that refuse negative values open. The profile's time is the
+    /// window's start, and its duration the window's length.
     ///
     /// ```
     /// let step = heapdelta::checkpoint("step 1");
@@ -408,6 +435,9 @@ impl Delta {
             sampled_mean: self.sampled_mean,
             program: self.program.as_deref(),
         };
-        write_gzipped(&build(&delta_sites(self), window, &comment), w)
+        write_gzipped(
+            &build(&delta_sites(self), Figures::Growth, window, &comment),
+            w,
+        )
     }
 }
