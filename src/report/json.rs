@@ -344,19 +344,21 @@ fn site_table(checkpoints: &[Snapshot]) -> (Vec<SiteEntry>, Vec<Snapshot>) {
                     let mut out: Option<Vec<SiteCount>> = None;
                     for (i, c) in chunk.iter().enumerate() {
                         let inline = match (&c.site, this_run) {
-                            // Another run's site without frames: written as it is.
-                            (None, false) => None,
                             (None, true) if resolved_here.contains(&c.id) => None,
                             (given, _) => {
-                                let site = match given {
-                                    Some(site) => site.clone(),
-                                    None => callsite::resolve(c.id),
+                                let site = match (given, this_run) {
+                                    (Some(site), _) => site.clone(),
+                                    (None, true) => callsite::resolve(c.id),
+                                    // Another run's site without frames (from a version 1
+                                    // file): the unknown site, which is what reports make of
+                                    // it, so that the file says so and reads back.
+                                    (None, false) => Site::unknown(),
                                 };
                                 match table.entry(c.id) {
                                     Entry::Occupied(e) if *e.get() != site => Some(site),
                                     entry => {
                                         entry.or_insert(site);
-                                        if given.is_none() {
+                                        if given.is_none() && this_run {
                                             resolved_here.insert(c.id);
                                         }
                                         None
@@ -760,6 +762,24 @@ mod tests {
             Err(Error::Format(msg)) => assert!(msg.contains("another run"), "{msg}"),
             other => panic!("expected a format error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_site_of_another_run_without_frames_is_written_as_unknown_and_reads_back() {
+        let mut s = Snapshot::zero();
+        s.run ^= 1;
+        s.sites = SiteList::new(vec![SiteCount::live(3, 2)]);
+        let mut out = Vec::new();
+        Timeline::new(vec![s]).write_json_to(&mut out).unwrap();
+        let back = Timeline::read_json_from(&out[..]).unwrap();
+        let site = back.checkpoints()[0]
+            .sites
+            .iter()
+            .next()
+            .unwrap()
+            .site
+            .clone();
+        assert_eq!(site, Some(Site::unknown()));
     }
 
     #[test]
