@@ -211,7 +211,23 @@ struct Window<'a> {
     program: Option<&'a str>,
 }
 
-impl Window<'_> {
+impl<'a> Window<'a> {
+    /// The window of figures counted over `seconds` up to `end_unix_nanos` (0: not known), by
+    /// `program`, sampled with `sampled_mean` when they are estimates.
+    fn of(
+        seconds: f64,
+        end_unix_nanos: u64,
+        sampled_mean: Option<u64>,
+        program: &'a Option<String>,
+    ) -> Window<'a> {
+        Window {
+            seconds,
+            end_unix_nanos,
+            sampled_mean,
+            program: program.as_deref(),
+        }
+    }
+
     fn duration_nanos(&self) -> i64 {
         (self.seconds * 1e9) as i64
     }
@@ -379,12 +395,12 @@ impl Snapshot {
             None => "heapdelta snapshot".to_string(),
         };
         let comment = with_estimates(comment, self.sampled_mean, || self.exact_live());
-        let window = Window {
-            seconds: self.seconds,
-            end_unix_nanos: self.unix_nanos,
-            sampled_mean: self.sampled_mean,
-            program: self.program.as_deref(),
-        };
+        let window = Window::of(
+            self.seconds,
+            self.unix_nanos,
+            self.sampled_mean,
+            &self.program,
+        );
         write_gzipped(
             &build(&snapshot_sites(self), Figures::Live, window, &comment),
             w,
@@ -429,12 +445,12 @@ impl Delta {
     fn pprof_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
         let comment = format!("heapdelta growth {}", self.window_name());
         let comment = with_estimates(comment, self.sampled_mean, || self.exact_growth());
-        let window = Window {
-            seconds: self.seconds,
-            end_unix_nanos: self.unix_nanos,
-            sampled_mean: self.sampled_mean,
-            program: self.program.as_deref(),
-        };
+        let window = Window::of(
+            self.seconds,
+            self.unix_nanos,
+            self.sampled_mean,
+            &self.program,
+        );
         write_gzipped(
             &build(&delta_sites(self), Figures::Growth, window, &comment),
             w,
