@@ -1,6 +1,17 @@
 //! Trace replay through a `Pool` (used by `examples/replay_trace.rs` and `tests/pool_vectors.rs`;
 //! not a stable API).
 //!
+//! ```
+//! use heapdelta::{replay, Pool};
+//!
+//! let ops = replay::parse("a 1 40\na 2 40\ns two\nf 1\ns one")?;
+//! let outcome = replay::run(&Pool::new(), &ops)?;
+//! let in_use: Vec<u64> = outcome.snapshots.iter().map(|s| s.stats.bytes_in_use).collect();
+//! assert_eq!(in_use, [96, 48]); // blocks of the 48-byte class
+//! assert_eq!(outcome.after_cleanup.bytes_in_use, 0);
+//! # Ok::<(), String>(())
+//! ```
+//!
 //! Trace format, one operation a line (`#` starts a comment):
 //! `a ID SIZE` allocate, `f ID` free, `r ID SIZE` realloc, `s LABEL` snapshot.
 //!
@@ -28,6 +39,15 @@ pub enum Op {
 }
 
 /// Parses a trace; the error names the first malformed line.
+///
+/// ```
+/// use heapdelta::replay::{parse, Op};
+///
+/// assert_eq!(parse("# a comment\na 7 100\nr 7 200\nf 7")?,
+///            [Op::Alloc(7, 100), Op::Realloc(7, 200), Op::Free(7)]);
+/// assert!(parse("a 7").unwrap_err().contains("line 1"));
+/// # Ok::<(), String>(())
+/// ```
 pub fn parse(text: &str) -> Result<Vec<Op>, String> {
     let mut ops = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -89,7 +109,16 @@ pub struct Outcome {
     pub after_cleanup: PoolStats,
 }
 
-/// Replays `ops` through `pool` (which should be fresh and used by this thread only).
+/// Replays `ops` through `pool` (which should be fresh and used by this thread only). Freeing
+/// an id that is not live, or allocating one that is, is an error.
+///
+/// ```
+/// use heapdelta::{replay, Pool};
+///
+/// let ops = replay::parse("f 3")?;
+/// assert!(replay::run(&Pool::new(), &ops).is_err());
+/// # Ok::<(), String>(())
+/// ```
 pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String> {
     let zero = pool.geo.max_small + 1;
     let align = 8;
@@ -156,6 +185,15 @@ fn take(
 }
 
 /// A snapshot's counters with the key names of the CPython vectors' `snapshots` entries.
+///
+/// ```
+/// use heapdelta::{replay, Pool};
+///
+/// let outcome = replay::run(&Pool::new(), &replay::parse("a 1 16\ns one")?)?;
+/// let json = replay::snapshot_json(&outcome.snapshots[0]);
+/// assert_eq!(json["label"], "one");
+/// # Ok::<(), String>(())
+/// ```
 pub fn snapshot_json(s: &Snapshot) -> Value {
     let st = &s.stats;
     json!({
@@ -173,6 +211,16 @@ pub fn snapshot_json(s: &Snapshot) -> Value {
 }
 
 /// Full statistics in the format of the CPython vectors' `after` entries (classes with pools only).
+///
+/// ```
+/// use heapdelta::{replay, Pool};
+///
+/// let pool = Pool::new();
+/// let outcome = replay::run(&pool, &replay::parse("a 1 16")?)?;
+/// let json = replay::full_json(&pool, &outcome.after);
+/// assert!(json.is_object());
+/// # Ok::<(), String>(())
+/// ```
 pub fn full_json<A: GlobalAlloc>(pool: &Pool<A>, st: &PoolStats) -> Value {
     let g = &pool.geo;
     let classes: Vec<Value> = st
@@ -210,6 +258,16 @@ pub fn full_json<A: GlobalAlloc>(pool: &Pool<A>, st: &PoolStats) -> Value {
 }
 
 /// The whole outcome as JSON: `{"snapshots": [...], "after": {...}, "after_cleanup": {...}}`.
+///
+/// ```
+/// use heapdelta::{replay, Pool};
+///
+/// let pool = Pool::new();
+/// let outcome = replay::run(&pool, &replay::parse("a 1 16\ns one")?)?;
+/// let json = replay::outcome_json(&pool, &outcome);
+/// assert_eq!(json["snapshots"].as_array().map(Vec::len), Some(1));
+/// # Ok::<(), String>(())
+/// ```
 pub fn outcome_json<A: GlobalAlloc>(pool: &Pool<A>, o: &Outcome) -> Value {
     json!({
         "snapshots": o.snapshots.iter().map(snapshot_json).collect::<Vec<_>>(),
