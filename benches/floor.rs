@@ -4,12 +4,18 @@
 //!
 //! Each stage is a stand-in allocator built here, doing what the tracker's inlined path does with
 //! call sites off, one piece more than the stage before:
-//! - `header`: asks for 8 bytes more, writes a constant header in front, and checks it on free;
+//! - `larger request`: asks for 8 bytes more and hands out the block 8 bytes in, writing nothing
+//!   (what the header costs the inner allocator, apart from touching it);
+//! - `header`: also writes a constant header in front, and checks it on free;
 //! - `+ slot pointer`: also loads the thread's slot pointer from a thread-local and tests it, on
 //!   every event (the tracker folds that test into the running peak's compare);
 //! - `+ running peak`: also keeps the thread's pending bytes and blocks, checked against a limit;
 //! - `+ birth step`: the header holds the current epoch, read from the slot, compared on free;
 //! - `+ size counters`: also counts the event in the slot's per-size counter.
+//!
+//! And one alternative to the last stage: `or class counters`, a count and a byte sum per
+//! 16-byte class (the tracker counts small requests by exact size, whose byte sum is the size
+//! times the count, so one add per event).
 //!
 //! The last rows are `Tracker` itself with call sites off (`tracker_off`, `tracker_pool_off`).
 //! Over `System` and over `Pool`; `baseline again` runs the baseline a second time, as a check.
@@ -43,18 +49,25 @@ const OPS: u64 = 200_000;
 /// Sizes with a counter of their own, as the tracker's (up to 512 B).
 const SIZES: usize = 513;
 const MAGIC: u64 = 0xA1_0000;
+/// 16-byte classes up to the largest size with a counter of its own.
+const CLASSES: usize = SIZES.div_ceil(16) + 1;
 
 /// The stand-ins' counters (one thread runs them).
 struct Slot {
     epoch: AtomicU64,
     alloc: [AtomicU64; SIZES],
     free: [AtomicU64; SIZES],
+    /// Per 16-byte class: (count, bytes) of allocations and of frees.
+    class_alloc: [(AtomicU64, AtomicU64); CLASSES],
+    class_free: [(AtomicU64, AtomicU64); CLASSES],
 }
 
 static SLOT: Slot = Slot {
     epoch: AtomicU64::new(0),
     alloc: [const { AtomicU64::new(0) }; SIZES],
     free: [const { AtomicU64::new(0) }; SIZES],
+    class_alloc: [const { (AtomicU64::new(0), AtomicU64::new(0)) }; CLASSES],
+    class_free: [const { (AtomicU64::new(0), AtomicU64::new(0)) }; CLASSES],
 };
 
 struct State {
@@ -77,8 +90,29 @@ thread_local! {
 
 /// A single-threaded counter add, as the tracker's private slots make.
 #[inline(always)]
-fn bump(c: &AtomicU64) {
-    c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+fn add(c: &AtomicU64, v: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+}
+
+/// The stage-5 count of an event of `size` bytes in `sizes`, or the stage-6 count and byte sum in
+/// `classes`.
+#[inline(always)]
+fn count<const STAGE: u8>(
+    size: usize,
+    sizes: &[AtomicU64; SIZES],
+    classes: &[(AtomicU64, AtomicU64); CLASSES],
+) {
+    if STAGE == 5 {
+        if let Some(c) = sizes.get(size) {
+            add(c, 1);
+        }
+    }
+    if STAGE == 6 {
+        if let Some((count, bytes)) = classes.get(size.div_ceil(16)) {
+            add(count, 1);
+            add(bytes, size as u64);
+        }
+    }
 }
 
 /// The bookkeeping every event of a stage-`STAGE` stand-in does before `count`: from stage 2, the
@@ -115,12 +149,13 @@ fn on_event<const STAGE: u8, const ALLOC: bool>(size: usize, count: impl FnOnce(
     });
 }
 
-/// The stage-`STAGE` stand-in over `inner` (stages 1–5, in the order of the module docs).
+/// The stage-`STAGE` stand-in over `inner` (stages 0–5 in the order of the module docs, and 6
+/// for the class counters).
 struct Staged<I: 'static, const STAGE: u8>(&'static I);
 
 // SAFETY: every block is the inner allocator's block of `size + 8` bytes (alignment 8), offset by
-// the 8-byte header; `dealloc` hands the inner allocator that same block and layout back. The
-// churn only asks for alignment 8.
+// the 8-byte header (left unwritten at stage 0); `dealloc` hands the inner allocator that same
+// block and layout back. The churn only asks for alignment 8.
 unsafe impl<I: GlobalAlloc, const STAGE: u8> GlobalAlloc for Staged<I, STAGE> {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -130,16 +165,16 @@ unsafe impl<I: GlobalAlloc, const STAGE: u8> GlobalAlloc for Staged<I, STAGE> {
         if base.is_null() {
             return base;
         }
+        if STAGE == 0 {
+            // SAFETY: the block has `size + 8` bytes.
+            return unsafe { base.add(8) };
+        }
         let mut header = MAGIC;
         on_event::<STAGE, true>(size, |slot| {
             if STAGE >= 4 {
                 header |= slot.epoch.load(Ordering::Relaxed);
             }
-            if STAGE >= 5 {
-                if let Some(c) = slot.alloc.get(size) {
-                    bump(c);
-                }
-            }
+            count::<STAGE>(size, &slot.alloc, &slot.class_alloc);
         });
         // SAFETY: the block has `size + 8` bytes; the header takes the first 8.
         unsafe {
@@ -152,20 +187,20 @@ unsafe impl<I: GlobalAlloc, const STAGE: u8> GlobalAlloc for Staged<I, STAGE> {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let size = layout.size();
         // SAFETY: `ptr` came from `alloc`, 8 bytes into the inner block.
-        let (base, header) = unsafe { (ptr.sub(8), (ptr.sub(8) as *const u64).read()) };
-        if header & !0xFFFF != MAGIC {
-            std::process::abort();
-        }
-        on_event::<STAGE, false>(size, |slot| {
-            if STAGE >= 4 && header & 0xFFFF != slot.epoch.load(Ordering::Relaxed) {
+        let base = unsafe { ptr.sub(8) };
+        if STAGE > 0 {
+            // SAFETY: from stage 1 on, `alloc` wrote the header in the block's first 8 bytes.
+            let header = unsafe { (base as *const u64).read() };
+            if header & !0xFFFF != MAGIC {
                 std::process::abort();
             }
-            if STAGE >= 5 {
-                if let Some(c) = slot.free.get(size) {
-                    bump(c);
+            on_event::<STAGE, false>(size, |slot| {
+                if STAGE >= 4 && header & 0xFFFF != slot.epoch.load(Ordering::Relaxed) {
+                    std::process::abort();
                 }
-            }
-        });
+                count::<STAGE>(size, &slot.free, &slot.class_free);
+            });
+        }
         // SAFETY: the inner block and layout `alloc` got.
         unsafe {
             self.0
@@ -201,11 +236,13 @@ fn stages<I: GlobalAlloc>(
         ROUNDS,
         &[
             Contender::new(over, &|| run(base), 0),
+            Contender::new("larger request", &|| run(&Staged::<_, 0>(inner)), 0),
             Contender::new("header", &|| run(&Staged::<_, 1>(inner)), 0),
             Contender::new("+ slot pointer", &|| run(&Staged::<_, 2>(inner)), 0),
             Contender::new("+ running peak", &|| run(&Staged::<_, 3>(inner)), 0),
             Contender::new("+ birth step", &|| run(&Staged::<_, 4>(inner)), 0),
             Contender::new("+ size counters", &|| run(&Staged::<_, 5>(inner)), 0),
+            Contender::new("or class counters", &|| run(&Staged::<_, 6>(inner)), 0),
             Contender::new(tracker.0, tracker.1, 0),
             Contender::new("baseline again", &|| run(base), 0),
         ],

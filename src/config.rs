@@ -356,9 +356,9 @@ fn unwritable(path: &Path) -> Option<String> {
 /// `seconds`, started here at the latest), labelled with that time truncated to a tenth of a
 /// second: labels of ticks at least 0.1 s apart differ, and a label says when its checkpoint was
 /// due. When a checkpoint runs past the next tick, the latest tick due is taken at once and the
-/// ones before it are skipped. Everything the thread does is
-/// heapdelta's own work: none of its allocations is the program's, and under a
-/// [`Pool`](crate::Pool) none of them takes a pool heap (and an arena) for this thread.
+/// ones before it are skipped. Everything the thread does is heapdelta's own work: none of its
+/// allocations is the program's, and under a [`Pool`](crate::Pool) none of them takes a pool heap
+/// (and an arena) for this thread.
 fn checkpoint_every(interval: Duration) {
     crate::thread::untracked(|| {
         let step = interval.as_millis().max(1);

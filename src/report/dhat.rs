@@ -183,7 +183,7 @@ impl Snapshot {
             None => "heapdelta snapshot".to_string(),
         };
         let cmd = of_program(cmd, self.program.as_deref());
-        let estimates = estimates_note_beside(self.sampled_mean, &self.exact_live());
+        let estimates = estimates_note_beside(self.sampled_mean, || self.exact_live());
         let cmd = with_notes(cmd, "live at the snapshot", estimates);
         write_dhat(&build(&snapshot_sites(self), cmd, self.seconds), w)
     }
@@ -221,7 +221,7 @@ impl Delta {
     fn dhat_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
         let cmd = format!("heapdelta growth {}", self.window_name());
         let cmd = of_program(cmd, self.program.as_deref());
-        let estimates = estimates_note_beside(self.sampled_mean, &self.exact_growth());
+        let estimates = estimates_note_beside(self.sampled_mean, || self.exact_growth());
         let cmd = with_notes(cmd, "growth of live bytes", estimates);
         write_dhat(&build(&delta_sites(self), cmd, self.seconds), w)
     }

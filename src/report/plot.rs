@@ -441,6 +441,11 @@ mod tests {
         assert_eq!(labels_that_fit("iteration number 28".len()), 5);
         assert_eq!(labels_that_fit(LABEL_CHARS), 4);
         assert_eq!(labels_that_fit(500), 2);
+        assert_eq!(right_margin("#1".len()), MARGIN_PIXELS);
+        assert_eq!(
+            right_margin(LABEL_CHARS),
+            LABEL_CHARS * LABEL_CHAR_PIXELS / 2
+        );
         let points = label_points(300, labels_that_fit(19));
         assert_eq!(points, [0.0, 75.0, 150.0, 299.0]);
     }

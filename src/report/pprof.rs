@@ -347,9 +347,9 @@ fn write_gzipped(profile: &Profile, w: impl Write) -> io::Result<()> {
 fn with_estimates(
     comment: String,
     sampled_mean: Option<u64>,
-    exact: impl Fn() -> String,
+    exact: impl FnOnce() -> String,
 ) -> String {
-    match sampled_mean.and_then(|_| estimates_note_beside(sampled_mean, &exact())) {
+    match estimates_note_beside(sampled_mean, exact) {
         Some(note) => format!("{comment}; {note}"),
         None => comment,
     }

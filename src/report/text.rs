@@ -492,10 +492,14 @@ pub(crate) fn estimates_note(sampled_mean: Option<u64>) -> Option<String> {
     })
 }
 
-/// `estimates_note` with the exact figures the estimates stand beside, for the files whose
-/// viewers add the estimates up into totals of their own.
-pub(crate) fn estimates_note_beside(sampled_mean: Option<u64>, exact: &str) -> Option<String> {
-    estimates_note(sampled_mean).map(|note| format!("{note}; exact: {exact}"))
+/// `estimates_note` with the exact figures the estimates stand beside (made by `exact`, only when
+/// the figures are estimates), for the files whose viewers add the estimates up into totals of
+/// their own.
+pub(crate) fn estimates_note_beside(
+    sampled_mean: Option<u64>,
+    exact: impl FnOnce() -> String,
+) -> Option<String> {
+    estimates_note(sampled_mean).map(|note| format!("{note}; exact: {}", exact()))
 }
 
 impl Snapshot {
