@@ -21,8 +21,9 @@ pub type SiteId = u32;
 /// "No site": never returned by [`intern`].
 pub(crate) const NO_SITE: SiteId = 0;
 
-/// The id of every stack that could not be stored because the table or the arena is full.
-pub(crate) const OVERFLOW: SiteId = u32::MAX;
+/// The id of every stack that could not be stored because the table or the arena is full: the
+/// one after the last id a stack can get, so that its blocks are counted at a site like any other.
+pub(crate) const OVERFLOW: SiteId = MAX_SITES as SiteId + 1;
 
 /// Hash-table slots (a power of two); kept at most half full.
 const SLOTS: usize = 1 << 17;
