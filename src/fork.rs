@@ -25,7 +25,7 @@ type Held = (
     MutexGuard<'static, Vec<Snapshot>>,
     MutexGuard<'static, Vec<&'static str>>,
     MutexGuard<'static, scope::Leaked>,
-    MutexGuard<'static, symbols::Cache>,
+    MutexGuard<'static, Option<symbols::Cache>>,
 );
 
 thread_local! {

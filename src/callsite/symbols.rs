@@ -23,6 +23,7 @@
 //! caller's reentrancy guard, so it may allocate and lock; it never panics (a poisoned cache is
 //! recovered, a panic in symbolisation yields a site of unknown frames).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};
@@ -32,14 +33,32 @@ use super::site::{Frame, Site};
 use super::typename;
 
 /// Resolved sites, by id.
-pub(crate) type Cache = Option<HashMap<SiteId, Site>>;
+/// What `resolve` keeps between calls.
+#[derive(Default)]
+pub(crate) struct Cache {
+    /// Every site resolved so far.
+    sites: HashMap<SiteId, Site>,
+    /// What resolving them worked out, which other sites share.
+    known: Known,
+}
 
-static CACHE: Mutex<Cache> = Mutex::new(None);
+/// What resolving a stack works out that other stacks share: the stacks of a program share most
+/// of their outer frames, and many sites their inner ones.
+#[derive(Default)]
+struct Known {
+    /// Every return address symbolised so far, with the frames it expands to.
+    frames: HashMap<usize, Vec<RawFrame>>,
+    /// Files as sites show them, when the working directory is `cwd`.
+    paths: HashMap<String, String>,
+    cwd: Option<String>,
+}
+
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// The resolved-site cache's lock, held for a whole `resolve` (for `crate::fork`: a fork while
 /// another thread resolves would leave it held in the child). What `resolve` alone uses, the
 /// project-root cache among it, is free whenever this is.
-pub(crate) fn lock_cache() -> MutexGuard<'static, Cache> {
+pub(crate) fn lock_cache() -> MutexGuard<'static, Option<Cache>> {
     CACHE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -73,8 +92,9 @@ struct RawFrame {
 /// The symbolised, trimmed site of `id` (cached).
 pub fn resolve(id: SiteId) -> Site {
     crate::fork::install();
-    let mut cache = lock_cache();
-    if let Some(site) = cache.as_ref().and_then(|map| map.get(&id)) {
+    let mut guard = lock_cache();
+    let cache = guard.get_or_insert_with(Cache::default);
+    if let Some(site) = cache.sites.get(&id) {
         return site.clone();
     }
     let site = match id {
@@ -84,11 +104,9 @@ pub fn resolve(id: SiteId) -> Site {
             file: None,
             line: None,
         }]),
-        _ => resolve_stack(intern::stack(id), own_source_dir()),
+        _ => resolve_stack(intern::stack(id), own_source_dir(), &mut cache.known),
     };
-    cache
-        .get_or_insert_with(HashMap::new)
-        .insert(id, site.clone());
+    cache.sites.insert(id, site.clone());
     site
 }
 
@@ -98,61 +116,91 @@ fn own_source_dir() -> &'static str {
 }
 
 /// Symbolises, trims, folds and shortens `stack`; frames under `own_dir` count as heapdelta's.
-fn resolve_stack(stack: &[usize], own_dir: &str) -> Site {
-    std::panic::catch_unwind(|| {
-        let raw = symbolise(stack, own_dir);
+/// What `known` holds is taken from it, and what this stack works out added to it.
+fn resolve_stack(stack: &[usize], own_dir: &str, known: &mut Known) -> Site {
+    // A panic leaves in `known` only addresses and paths whose entries were complete.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let raw = symbolise(stack, own_dir, &mut known.frames);
         let cwd = std::env::current_dir()
             .ok()
             .map(|dir| format!("{}/", dir.display()));
+        if known.cwd != cwd {
+            known.paths.clear();
+            known.cwd = cwd;
+        }
         let main = main_root();
+        let known_cwd = &known.cwd;
+        let paths = RefCell::new(&mut known.paths);
         build_site(raw, &|path| {
+            if let Some(short) = paths.borrow().get(path) {
+                return short.clone();
+            }
             let project = project_root(path);
-            shorten_path(path, project.as_deref(), main.as_deref(), cwd.as_deref())
+            let short = shorten_path(
+                path,
+                project.as_deref(),
+                main.as_deref(),
+                known_cwd.as_deref(),
+            );
+            paths.borrow_mut().insert(path.to_string(), short.clone());
+            short
         })
-    })
+    }))
     .unwrap_or_else(|_| Site::unknown())
 }
 
-/// Resolves every address, inlined frames expanded, innermost first.
-fn symbolise(stack: &[usize], own_dir: &str) -> Vec<RawFrame> {
+/// Resolves every address, inlined frames expanded, innermost first; the addresses in `known`
+/// are taken from it, the others added to it.
+fn symbolise(
+    stack: &[usize],
+    own_dir: &str,
+    known: &mut HashMap<usize, Vec<RawFrame>>,
+) -> Vec<RawFrame> {
     let mut raw = Vec::with_capacity(stack.len() * 2);
     for &ip in stack {
-        let before = raw.len();
-        // The return address follows the call; `ip - 1` lies within the call instruction.
-        let pc = ip.wrapping_sub(1) as *mut c_void;
-        backtrace::resolve(pc, |symbol| {
-            let function = symbol
-                .name()
-                .map(|name| format!("{name:#}"))
-                .unwrap_or_else(|| format!("{ip:#x}"));
-            let file = symbol.filename().map(|path| path.display().to_string());
-            let line = symbol.lineno();
-            let origin = origin(&function, file.as_deref(), line, own_dir);
-            raw.push(RawFrame {
-                frame: Frame {
-                    function,
-                    file,
-                    line,
-                },
-                origin,
-                inlined: true,
-            });
+        let frames = known
+            .entry(ip)
+            .or_insert_with(|| symbolise_address(ip, own_dir));
+        raw.extend(frames.iter().cloned());
+    }
+    raw
+}
+
+/// The frames the return address `ip` lies in, inlined ones expanded, innermost first.
+fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
+    let mut raw = Vec::with_capacity(2);
+    // The return address follows the call; `ip - 1` lies within the call instruction.
+    let pc = ip.wrapping_sub(1) as *mut c_void;
+    backtrace::resolve(pc, |symbol| {
+        let function = symbol
+            .name()
+            .map(|name| format!("{name:#}"))
+            .unwrap_or_else(|| format!("{ip:#x}"));
+        let file = symbol.filename().map(|path| path.display().to_string());
+        let line = symbol.lineno();
+        let origin = origin(&function, file.as_deref(), line, own_dir);
+        raw.push(RawFrame {
+            frame: Frame {
+                function,
+                file,
+                line,
+            },
+            origin,
+            inlined: true,
         });
-        // The last symbol of an address is the compiled function itself.
-        if let Some(outermost) = raw.get_mut(before..).and_then(|added| added.last_mut()) {
-            outermost.inlined = false;
-        }
-        if raw.len() == before {
-            raw.push(RawFrame {
-                frame: Frame {
-                    function: format!("{ip:#x}"),
-                    file: None,
-                    line: None,
-                },
-                origin: Origin::Runtime,
-                inlined: false,
-            });
-        }
+    });
+    // The last symbol of an address is the compiled function itself.
+    match raw.last_mut() {
+        Some(outermost) => outermost.inlined = false,
+        None => raw.push(RawFrame {
+            frame: Frame {
+                function: format!("{ip:#x}"),
+                file: None,
+                line: None,
+            },
+            origin: Origin::Runtime,
+            inlined: false,
+        }),
     }
     raw
 }
@@ -950,7 +998,7 @@ mod tests {
         let mut stack = [0usize; 32];
         let n = allocation_site_for_test(&mut stack);
         // Frames of this file count as the user's here (a directory that matches nothing).
-        let site = resolve_stack(&stack[..n], "/nonexistent/");
+        let site = resolve_stack(&stack[..n], "/nonexistent/", &mut Known::default());
         let first = &site.frames()[0];
         assert!(
             first.function.contains("allocation_site_for_test"),
@@ -967,12 +1015,18 @@ mod tests {
         let a = resolve(id);
         let b = resolve(id);
         assert_eq!(a, b);
-        assert!(CACHE.lock().unwrap().as_ref().unwrap().contains_key(&id));
+        assert!(CACHE
+            .lock()
+            .unwrap()
+            .as_ref()
+            .unwrap()
+            .sites
+            .contains_key(&id));
     }
 
     #[test]
     fn odd_addresses_do_not_panic() {
-        let site = resolve_stack(&[0, 1, usize::MAX], "/nonexistent/");
+        let site = resolve_stack(&[0, 1, usize::MAX], "/nonexistent/", &mut Known::default());
         assert_eq!(site.type_name(), "(unknown)");
     }
 }
