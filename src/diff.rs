@@ -111,10 +111,6 @@ pub struct TypeDelta {
 
 /// What happened to the blocks of one step (a window between two consecutive checkpoints).
 ///
-/// A block records the low 16 bits of the checkpoint count at its birth, so a block freed exactly
-/// a multiple of 65,536 checkpoints after its birth is taken for one born in the step: it then
-/// counts as a young free instead of an older one.
-///
 /// ```
 /// let step = heapdelta::checkpoint("step 1");
 /// if let Some(s) = step.survivors() {

@@ -21,17 +21,23 @@ pub const SAMPLED: u8 = 0x02;
 /// The block is heapdelta's own, from `System` rather than the inner allocator (see
 /// `Tracker::OWN_FROM_SYSTEM`); never with `TRACKED`.
 pub const FROM_SYSTEM: u8 = 0x04;
-const FLAGS_SHIFT: u32 = 16;
-const TAG_SHIFT: u32 = 24;
-const SITE_SHIFT: u32 = 32;
+const FLAGS_SHIFT: u32 = 32;
+const TAG_SHIFT: u32 = 40;
+/// Bits of the scope tag: tags run from 0 (none) to `MAX_TAGS - 1`.
+const TAG_BITS: u32 = 6;
+const SITE_SHIFT: u32 = TAG_SHIFT + TAG_BITS;
 /// The flags of a block counted with exact weights, in place.
 const EXACT: u64 = ((MAGIC | TRACKED) as u64) << FLAGS_SHIFT;
 
-/// What the tracker remembers about a live block, in one word: the low 16 bits of the checkpoint
-/// epoch the block was born in in bits 0–15, the flags in 16–23, the scope tag in 24–31 and the
-/// call site in 32–63. The two tests the fast paths make are then cheap: born in the current epoch
-/// is a 16-bit compare, and an exact block with neither tag nor site is a mask with a small
-/// immediate and a compare.
+const _: () = assert!(crate::stats::MAX_TAGS <= 1 << TAG_BITS);
+const _: () = assert!((crate::callsite::LAST_SITE as u64) < 1 << (64 - SITE_SHIFT));
+
+/// What the tracker remembers about a live block, in one word: the checkpoint epoch the block was
+/// born in in bits 0–31, the flags in 32–39, the scope tag in 40–45 and the call site in 46–63.
+/// The two tests the fast paths make are then cheap: born in the current epoch is a 32-bit
+/// compare, and an exact block with neither tag nor site is a shift, a mask and a compare.
+/// (The epoch counter is 32 bits too, so a block is taken for one born in the current step only
+/// when it is 2^32 checkpoints old.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(transparent)]
 pub struct Header(u64);
@@ -43,18 +49,17 @@ impl Header {
     /// A header for a block of heapdelta's own that `System` served (not counted).
     pub const OWN_FROM_SYSTEM: Header = Header(((MAGIC | FROM_SYSTEM) as u64) << FLAGS_SHIFT);
 
-    /// A header for a counted block born in the epoch whose low 16 bits are `epoch`.
-    pub fn tracked(site: u32, epoch: u64, tag: u8, sampled: bool) -> Header {
+    /// A header for a counted block born in `epoch`.
+    pub fn tracked(site: u32, epoch: u32, tag: u8, sampled: bool) -> Header {
         let flags = MAGIC | TRACKED | if sampled { SAMPLED } else { 0 };
-        Header((flags as u64) << FLAGS_SHIFT | epoch & u16::MAX as u64).with(site, tag)
+        Header((flags as u64) << FLAGS_SHIFT | epoch as u64).with(site, tag)
     }
 
     /// The header of a block counted with exact weights, without a call site or a tag, born in
-    /// the epoch whose low 16 bits are `epoch` (a `u64` below 2^16).
+    /// `epoch`.
     #[inline(always)]
-    pub fn exact(epoch: u64) -> Header {
-        debug_assert!(epoch <= u16::MAX as u64);
-        Header(EXACT | epoch)
+    pub fn exact(epoch: u32) -> Header {
+        Header(EXACT | epoch as u64)
     }
 
     /// The header whose bits are `bits` (from `to_bits`).
@@ -68,9 +73,11 @@ impl Header {
         self.0
     }
 
-    /// This header with a call site and a tag (`self` has neither).
+    /// This header with a call site and a tag (`self` has neither; `site` is at most
+    /// `callsite::LAST_SITE` and `tag` below `MAX_TAGS`).
     #[inline(always)]
     pub fn with(self, site: u32, tag: u8) -> Header {
+        debug_assert!(site <= crate::callsite::LAST_SITE && u32::from(tag) < 1 << TAG_BITS);
         Header(self.0 | (site as u64) << SITE_SHIFT | (tag as u64) << TAG_SHIFT)
     }
 
@@ -80,16 +87,16 @@ impl Header {
         (self.0 >> SITE_SHIFT) as u32
     }
 
-    /// Low 16 bits of the checkpoint epoch the block was born in.
+    /// The checkpoint epoch the block was born in.
     #[inline(always)]
-    pub fn epoch(self) -> u64 {
-        self.0 & u16::MAX as u64
+    pub fn epoch(self) -> u32 {
+        self.0 as u32
     }
 
     /// Scope tag index (0: no tag).
     #[inline(always)]
     pub fn tag(self) -> u8 {
-        (self.0 >> TAG_SHIFT) as u8
+        (self.0 >> TAG_SHIFT) as u8 & ((1 << TAG_BITS) - 1)
     }
 
     fn flags(self) -> u8 {
@@ -100,7 +107,7 @@ impl Header {
     /// magic bits: with a call site, the blocks whose frees the inlined sited path handles.
     #[inline(always)]
     pub fn is_plain(self) -> bool {
-        self.0 as u32 >> FLAGS_SHIFT == (EXACT >> FLAGS_SHIFT) as u32
+        (self.0 >> FLAGS_SHIFT) & ((1 << (SITE_SHIFT - FLAGS_SHIFT)) - 1) == EXACT >> FLAGS_SHIFT
     }
 
     /// Whether the block is counted with exact weights (not sampled) and has valid magic bits:
@@ -201,6 +208,7 @@ pub unsafe fn outer_of_allocated(size: usize, prefix: usize) -> Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::callsite::LAST_SITE;
 
     #[test]
     fn header_is_eight_bytes() {
@@ -246,22 +254,32 @@ mod tests {
         assert!(own.is_valid() && !own.is_tracked() && own.is_from_system());
         assert!(!own.is_exact() && !own.is_plain());
         assert!(!Header::UNTRACKED.is_from_system());
-        assert!(!Header::tracked(u32::MAX, 0xffff, 0xff, true).is_from_system());
+        assert!(!Header::tracked(LAST_SITE, u32::MAX, 63, true).is_from_system());
     }
 
     #[test]
     fn every_field_reads_back_what_was_written() {
-        let h = Header::tracked(u32::MAX - 5, 0x2345, 0xfe, false);
-        assert_eq!((h.site(), h.epoch(), h.tag()), (u32::MAX - 5, 0x2345, 0xfe));
+        let h = Header::tracked(LAST_SITE, 0x8765_4321, 63, false);
+        assert_eq!((h.site(), h.epoch(), h.tag()), (LAST_SITE, 0x8765_4321, 63));
         assert!(h.is_exact() && !h.is_plain());
+        let h = Header::tracked(1, 0, 1, true);
+        assert_eq!((h.site(), h.epoch(), h.tag()), (1, 0, 1));
+    }
+
+    #[test]
+    fn a_block_born_65536_checkpoints_ago_is_not_taken_for_a_young_one() {
+        let old = Header::exact(5);
+        let now = Header::exact(5 + 65_536);
+        assert_ne!(old.epoch(), now.epoch());
+        assert_ne!(old, now);
     }
 
     #[test]
     fn an_exact_header_is_plain_and_names_its_epoch() {
-        let bare = Header::exact(0xffff);
+        let bare = Header::exact(u32::MAX);
         assert!(bare.is_plain() && bare.is_exact() && bare.is_tracked() && !bare.is_sampled());
-        assert_eq!(bare, Header::tracked(0, 0xffff, 0, false));
-        assert_eq!((bare.site(), bare.epoch(), bare.tag()), (0, 0xffff, 0));
+        assert_eq!(bare, Header::tracked(0, u32::MAX, 0, false));
+        assert_eq!((bare.site(), bare.epoch(), bare.tag()), (0, u32::MAX, 0));
         assert!(bare.with(1, 0).is_plain());
         assert!(!bare.with(0, 1).is_plain());
         assert!(!Header::tracked(0, 3, 0, true).is_plain());

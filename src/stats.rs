@@ -222,14 +222,14 @@ impl Slot {
         Header::from_bits(self.bare.load(Ordering::Relaxed))
     }
 
-    /// The low 16 bits of the current checkpoint epoch, as a header keeps them.
+    /// The current checkpoint epoch, as a header keeps it.
     #[inline(always)]
-    pub fn epoch(&self) -> u64 {
+    pub fn epoch(&self) -> u32 {
         self.bare().epoch()
     }
 
     fn set_epoch(&self, epoch: u32) {
-        let bare = Header::exact(epoch as u16 as u64);
+        let bare = Header::exact(epoch);
         self.bare.store(bare.to_bits(), Ordering::SeqCst);
     }
 

@@ -25,6 +25,9 @@ pub(crate) const NO_SITE: SiteId = 0;
 /// one after the last id a stack can get, so that its blocks are counted at a site like any other.
 pub(crate) const OVERFLOW: SiteId = MAX_SITES as SiteId + 1;
 
+/// The largest id `intern` returns.
+pub(crate) const LAST_SITE: SiteId = OVERFLOW;
+
 /// Hash-table slots (a power of two); kept at most half full.
 const SLOTS: usize = 1 << 17;
 /// Distinct stacks stored; ids run from 1 to `MAX_SITES`.

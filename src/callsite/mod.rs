@@ -16,7 +16,7 @@ mod typename;
 
 pub(crate) use buffer::{StackBuffer, STACK_WORDS};
 pub(crate) use capture::start_here;
-pub(crate) use intern::SiteId;
+pub(crate) use intern::{SiteId, LAST_SITE};
 pub(crate) use sampler::{scale, scale_blocks, Sampler};
 pub use site::{Frame, Site};
 pub(crate) use symbols::resolve;
