@@ -8,21 +8,21 @@ static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
 /// `path`: every path is a stack of its own (the return addresses differ), so `2^depth` paths
 /// intern `2^depth` distinct stacks.
 #[inline(never)]
-fn left(depth: u32, path: u32, out: &mut Vec<Box<u64>>) {
+fn left(depth: u32, path: u32, out: &mut Vec<Vec<u8>>) {
     descend(depth, path, out);
     std::hint::black_box(1u8);
 }
 
 #[inline(never)]
-fn right(depth: u32, path: u32, out: &mut Vec<Box<u64>>) {
+fn right(depth: u32, path: u32, out: &mut Vec<Vec<u8>>) {
     descend(depth, path, out);
     std::hint::black_box(2u8);
 }
 
 #[inline(always)]
-fn descend(depth: u32, path: u32, out: &mut Vec<Box<u64>>) {
+fn descend(depth: u32, path: u32, out: &mut Vec<Vec<u8>>) {
     if depth == 0 {
-        out.push(Box::new(u64::from(path)));
+        out.push(vec![path as u8; 8]);
     } else if path >> (depth - 1) & 1 == 0 {
         left(depth - 1, path, out);
     } else {
