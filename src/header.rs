@@ -73,12 +73,13 @@ impl Header {
         self.0
     }
 
-    /// This header with a call site and a tag (`self` has neither; `site` is at most
-    /// `callsite::LAST_SITE` and `tag` below `MAX_TAGS`).
+    /// This header with a call site and a tag (`self` has neither). Sites run up to
+    /// `callsite::LAST_SITE` and tags below `MAX_TAGS`, which the fields hold (asserted at
+    /// compile time above); the tag is masked all the same, so that no value spills into the site.
     #[inline(always)]
     pub fn with(self, site: u32, tag: u8) -> Header {
-        debug_assert!(site <= crate::callsite::LAST_SITE && u32::from(tag) < 1 << TAG_BITS);
-        Header(self.0 | (site as u64) << SITE_SHIFT | (tag as u64) << TAG_SHIFT)
+        let tag = tag as u64 & ((1 << TAG_BITS) - 1);
+        Header(self.0 | (site as u64) << SITE_SHIFT | tag << TAG_SHIFT)
     }
 
     /// Interned call site (0: none recorded).
