@@ -840,6 +840,23 @@ impl Timeline {
         &ends[start..]
     }
 
+    /// Whether the live total rose in each of the steps [`growing`](Timeline::growing) looks
+    /// at: `Some((steps, growth in bytes, whether those steps recorded any call site))`. When no
+    /// site is growing, this tells a detector that had too little to go by (call sites off, or
+    /// sampled too sparsely for the growth) from a heap that did not grow.
+    pub(crate) fn live_rose_at_every_step(&self) -> Option<(usize, i64, bool)> {
+        let ends = self.unbroken_step_ends();
+        let n = GROWTH_WINDOW.min(ends.len().saturating_sub(1));
+        if n < 2 {
+            return None;
+        }
+        let window = &ends[ends.len() - n - 1..];
+        let live = |s: &Snapshot| s.totals.live_bytes as i64;
+        let rose = window.windows(2).all(|w| live(&w[1]) > live(&w[0]));
+        let sited = window[1..].iter().any(|s| s.sites.iter().next().is_some());
+        rose.then(|| (n, live(&window[n]).saturating_sub(live(&window[0])), sited))
+    }
+
     /// The checkpoint labelled `label`; an error when no checkpoint has that label, or when
     /// several have it (which one is meant cannot be told).
     ///

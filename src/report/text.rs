@@ -300,8 +300,16 @@ impl Display for Delta {
                 (fell - fell_listed, "fell"),
             ];
             let listed = !sites.is_empty();
-            if let (Some(note), true) = (estimates_note(self.sampled_mean), listed) {
-                lines.push(format!("   {note}"));
+            match (self.sampled_mean, listed) {
+                (Some(mean), true) => {
+                    lines.extend(estimates_note(Some(mean)).map(|note| format!("   {note}")))
+                }
+                // Said, so that a window without sites does not read as an exact report.
+                (Some(mean), false) if !self.is_comparison() => lines.push(format!(
+                    "   no call site sampled in this window (about one sample per {})",
+                    bytes(mean)
+                )),
+                _ => {}
             }
             for s in sites {
                 // The average allocation in the window; a comparison knows no allocations, so
@@ -353,7 +361,12 @@ impl Display for Delta {
             let tags = tag_rows(self)
                 .into_iter()
                 .map(|(name, b, n, _)| (name, b, n));
-            lines.extend(changes_line("types", types));
+            // Types are read from the sites, so they are estimates when the sites are.
+            let types_name = match self.sampled_mean {
+                Some(_) => "types (sampled estimates)",
+                None => "types",
+            };
+            lines.extend(changes_line(types_name, types));
             lines.extend(changes_line("classes", classes));
             lines.extend(changes_line("tags", tags));
             if let Some(p) = &self.pool {
@@ -566,7 +579,7 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
     let growing = t.growing();
     let mut lines = Vec::new();
     if growing.is_empty() {
-        lines.push("growing at every step: none".to_string());
+        lines.push(nothing_growing(t));
     } else {
         lines.push(format!(
             "growing at every step (last {} steps):",
@@ -596,6 +609,32 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
     lines.join("\n")
 }
 
+/// The growth detector's line when no site grew at every step: `none`, or, when the live total
+/// did grow at every step, why no site was found.
+fn nothing_growing(t: &Timeline) -> String {
+    let Some((steps, growth, sited)) = t.live_rose_at_every_step() else {
+        return "growing at every step: none".to_string();
+    };
+    let why = if !sited {
+        "no call site was recorded (call sites off); each step's size classes say what grew"
+            .to_string()
+    } else if let Some(mean) = t.checkpoints.last().and_then(|c| c.sampled_mean) {
+        format!(
+            "no sampled call site grew at every step (sampled about once per {}): record exact \
+             sites, or sample more often (`CallSites::Sampled` with a smaller `mean_bytes`, \
+             `HEAPDELTA=sites=sampled:N`)",
+            bytes(mean)
+        )
+    } else {
+        "no one call site grew at every step: the growth moves between sites".to_string()
+    };
+    format!(
+        "growing at every step: no site, but live bytes rose in each of the last {steps} steps \
+         ({} in all): {why}",
+        signed_bytes(growth)
+    )
+}
+
 impl Display for Timeline {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         // Made inside heapdelta's guard, written outside it: the formatter may be writing into a
@@ -608,7 +647,7 @@ impl Display for Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::Snapshot;
+    use crate::snapshot::{SiteCount, SiteList, Snapshot};
 
     #[test]
     fn a_changes_line_lists_the_largest_changes_either_way() {
@@ -632,6 +671,60 @@ mod tests {
         let timeline = Timeline::new(vec![Snapshot::zero(), Snapshot::zero()]).to_string();
         assert!(!timeline.ends_with('\n'), "{timeline:?}");
         assert_eq!(timeline.lines().count(), 4, "{timeline:?}");
+    }
+
+    /// Checkpoints 0 to 5 of one run whose live bytes rise by 100 at each step, with `sites` as
+    /// every checkpoint's sites (a site whose live bytes stay the same) and `sampled_mean`.
+    fn rising_checkpoints(sites: bool, sampled_mean: Option<u64>) -> Timeline {
+        let checkpoints = (0..6u32)
+            .map(|epoch| {
+                let mut s = Snapshot::zero();
+                s.epoch = epoch;
+                s.checkpoint = true;
+                s.totals.live_bytes = 1000 + 100 * u64::from(epoch);
+                s.sampled_mean = sampled_mean;
+                if sites {
+                    s.sites = SiteList::new(vec![SiteCount::live(1, 3)]);
+                }
+                s
+            })
+            .collect();
+        Timeline::new(checkpoints)
+    }
+
+    fn growing_line(t: &Timeline) -> String {
+        t.to_string().lines().next().unwrap_or_default().to_string()
+    }
+
+    #[test]
+    fn no_growing_site_with_sites_off_says_that_none_was_recorded() {
+        let line = growing_line(&rising_checkpoints(false, None));
+        assert!(line.contains("rose in each of the last 5 steps (+500 B in all)"), "{line}");
+        assert!(line.contains("call sites off"), "{line}");
+    }
+
+    #[test]
+    fn no_growing_site_under_sparse_sampling_says_to_sample_more_often() {
+        let line = growing_line(&rising_checkpoints(true, Some(512 * 1024)));
+        assert!(line.contains("no sampled call site grew"), "{line}");
+        assert!(line.contains("sample more often"), "{line}");
+    }
+
+    #[test]
+    fn no_growing_site_while_the_total_held_steady_is_none() {
+        let mut t = rising_checkpoints(true, None);
+        t.checkpoints[5].totals.live_bytes = 1000;
+        assert_eq!(growing_line(&t), "growing at every step: none");
+    }
+
+    #[test]
+    fn a_sampled_step_without_sites_says_none_was_sampled() {
+        let t = rising_checkpoints(false, Some(4096));
+        let step = t.checkpoints[1].since(&t.checkpoints[0]).to_string();
+        assert!(
+            step.contains("no call site sampled in this window (about one sample per 4.0 KiB)"),
+            "{step}"
+        );
     }
 
     #[test]
