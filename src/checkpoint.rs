@@ -1,7 +1,8 @@
 //! Checkpoints: the process-wide timeline and the global queries (the epoch counter they advance
 //! is in `stats`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -117,6 +118,22 @@ pub(crate) fn lock_timeline() -> MutexGuard<'static, Vec<Snapshot>> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Says once on stderr that nothing is counted, when a query runs while no tracker is the global
+/// allocator: a program that lacks the `#[global_allocator]` line would otherwise read its
+/// reports of zeros as "nothing grew".
+fn hint_if_not_installed() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !crate::is_installed() && !SAID.swap(true, Ordering::Relaxed) {
+        // Ignored: a closed stderr must not stop the program.
+        let _ = writeln!(
+            std::io::stderr(),
+            "heapdelta: no heapdelta::Tracker is the global allocator, so nothing is counted and \
+             every figure is 0; install one with `#[global_allocator] static GLOBAL: \
+             heapdelta::Tracker = heapdelta::Tracker::new();` (`heapdelta::is_installed()` tells)"
+        );
+    }
+}
+
 /// The process's counters now.
 ///
 /// ```
@@ -124,6 +141,7 @@ pub(crate) fn lock_timeline() -> MutexGuard<'static, Vec<Snapshot>> {
 /// println!("{} bytes live", s.totals().live_bytes);
 /// ```
 pub fn snapshot() -> Snapshot {
+    hint_if_not_installed();
     Snapshot::take(None, false)
 }
 
@@ -139,6 +157,7 @@ pub fn snapshot() -> Snapshot {
 /// }
 /// ```
 pub fn checkpoint(label: impl Into<String>) -> Delta {
+    hint_if_not_installed();
     // The caller's string was counted; keep an uncounted copy so the timeline does not show up as
     // growth of the step that created it.
     let label: String = label.into();
@@ -184,6 +203,7 @@ fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot, keep: usize) -> Delta {
 /// println!("{}", heapdelta::timeline());
 /// ```
 pub fn timeline() -> Timeline {
+    hint_if_not_installed();
     thread::untracked(|| Timeline::new(timeline_lock().clone()))
 }
 

@@ -1,0 +1,37 @@
+//! Without a tracker as the global allocator the queries return zeros, and say once on stderr
+//! why, so that a program lacking the `#[global_allocator]` line does not read "nothing grew".
+
+use std::process::Command;
+
+/// Set in the child (see `the_child`).
+const CHILD: &str = "HEAPDELTA_TEST_NO_TRACKER_CHILD";
+
+/// In the child: the three queries, twice each.
+#[test]
+fn the_child() {
+    if std::env::var_os(CHILD).is_some() {
+        for step in 1..=2 {
+            let delta = heapdelta::checkpoint(format!("step {step}"));
+            assert_eq!(delta.live_bytes(), 0);
+            let _ = heapdelta::snapshot();
+            let _ = heapdelta::timeline();
+        }
+    }
+}
+
+#[test]
+fn queries_without_a_tracker_say_once_that_nothing_is_counted() {
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = Command::new(exe)
+        .args(["the_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .expect("the child runs");
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said = stderr
+        .matches("no heapdelta::Tracker is the global allocator")
+        .count();
+    assert_eq!(said, 1, "{stderr}");
+    assert!(stderr.contains("#[global_allocator]"), "{stderr}");
+}
