@@ -699,7 +699,10 @@ mod tests {
     #[test]
     fn no_growing_site_with_sites_off_says_that_none_was_recorded() {
         let line = growing_line(&rising_checkpoints(false, None));
-        assert!(line.contains("rose in each of the last 5 steps (+500 B in all)"), "{line}");
+        assert!(
+            line.contains("rose in each of the last 5 steps (+500 B in all)"),
+            "{line}"
+        );
         assert!(line.contains("call sites off"), "{line}");
     }
 
