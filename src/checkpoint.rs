@@ -136,9 +136,20 @@ fn hint_if_not_installed() {
 
 /// The process's counters now.
 ///
+/// Unlike [`checkpoint`], this leaves the timeline and the current step alone: take two
+/// snapshots and [`Snapshot::since`] gives the growth between them.
+///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
+/// let kept = vec![0u8; 1024];
 /// let s = heapdelta::snapshot();
 /// println!("{} bytes live", s.totals().live_bytes);
+/// assert!(s.totals().live_bytes >= 1024);
+/// assert_eq!(s.label(), None); // not a checkpoint
+/// # drop(kept);
+/// # }
 /// ```
 pub fn snapshot() -> Snapshot {
     hint_if_not_installed();
@@ -150,11 +161,19 @@ pub fn snapshot() -> Snapshot {
 /// the start, for the first one). Print it for the per-step line.
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
+/// let mut kept = Vec::new();
+/// heapdelta::checkpoint("start");
 /// for step in 1..=3 {
-///     let work: Vec<u32> = (0..1000).collect();
-///     println!("{}", heapdelta::checkpoint(format!("step {step}")));
-///     drop(work);
+///     kept.push(vec![0u8; 4096]); // outlives the step
+///     let step = heapdelta::checkpoint(format!("step {step}"));
+///     println!("{step}");
+///     assert!(step.live_bytes() >= 4096);
 /// }
+/// assert_eq!(heapdelta::timeline().checkpoints().len(), 4);
+/// # }
 /// ```
 pub fn checkpoint(label: impl Into<String>) -> Delta {
     hint_if_not_installed();
@@ -196,11 +215,21 @@ fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot, keep: usize) -> Delta {
     delta
 }
 
-/// Every checkpoint taken so far, with the growth detector.
+/// Every checkpoint taken so far (those kept, see [`keep_checkpoints`]), with the growth
+/// detector. The result is a copy: later checkpoints do not change it.
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
 /// heapdelta::checkpoint("start");
-/// println!("{}", heapdelta::timeline());
+/// let kept = vec![0u8; 1000];
+/// heapdelta::checkpoint("loaded");
+/// let timeline = heapdelta::timeline();
+/// println!("{timeline}");
+/// assert!(timeline.between("start", "loaded").unwrap().live_bytes() >= 1000);
+/// # drop(kept);
+/// # }
 /// ```
 pub fn timeline() -> Timeline {
     hint_if_not_installed();
@@ -224,6 +253,9 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
 ///
 /// A thread counts into a slot of its own; when all 255 are taken by live threads, later threads
 /// share one, and `measure` on such a thread also sees the other sharing threads' events.
+///
+/// The delta has no process totals ([`Delta::totals`] is `None`) and no survivors. Without a
+/// [`Tracker`](crate::Tracker) installed, `f` still runs and the delta is all zeros.
 ///
 /// ```
 /// # #[global_allocator]

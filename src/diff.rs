@@ -14,13 +14,19 @@ use crate::snapshot::{SiteCount, Snapshot, Totals};
 use crate::stats::Counts;
 use crate::thread;
 
-/// Growth at one call site between two snapshots.
+/// Growth at one call site between two snapshots: an entry of [`Delta::sites`].
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
 /// let (_v, d) = heapdelta::measure(|| vec![0u8; 64]);
 /// for s in d.sites() {
 ///     println!("{:+} B in {:+} blocks at {}", s.live_bytes, s.live_blocks, s.site);
 /// }
+/// let top = &d.sites()[0];
+/// assert_eq!((top.live_bytes, top.live_blocks, top.allocs), (64, 1, 1));
+/// # }
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct SiteDelta {
@@ -66,9 +72,12 @@ pub struct ClassDelta {
     pub frees: u64,
 }
 
-/// Growth under one [`scope`](crate::scope) tag.
+/// Growth under one [`scope`](crate::scope) tag: an entry of [`Delta::tags`].
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
 /// let (_v, d) = heapdelta::measure(|| {
 ///     let _g = heapdelta::scope("decode");
 ///     vec![0u8; 256]
@@ -76,6 +85,9 @@ pub struct ClassDelta {
 /// for t in d.tags() {
 ///     println!("{}: {:+} B", t.tag, t.live_bytes);
 /// }
+/// assert_eq!(d.tags()[0].tag, "decode");
+/// assert_eq!(d.tags()[0].live_bytes, 256);
+/// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TagDelta {
@@ -89,13 +101,21 @@ pub struct TagDelta {
     pub allocated_bytes: u64,
 }
 
-/// Growth by allocated type, derived from the call sites' symbols.
+/// Growth by allocated type, derived from the call sites' symbols: an entry of
+/// [`Delta::types`]. The type is known only when the allocation's stack went through a generic
+/// standard-library function and debug information names it; otherwise it is `(unknown)`.
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
 /// let (_v, d) = heapdelta::measure(|| vec![0.0f32; 100]);
 /// for t in d.types() {
 ///     println!("{} {:+} blocks", t.type_name, t.live_blocks);
 /// }
+/// // Whatever the types are named, they add up to the growth.
+/// assert_eq!(d.types().iter().map(|t| t.live_bytes).sum::<i64>(), 400);
+/// # }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypeDelta {
@@ -109,13 +129,21 @@ pub struct TypeDelta {
     pub allocs: u64,
 }
 
-/// What happened to the blocks of one step (a window between two consecutive checkpoints).
+/// What happened to the blocks of one step (a window between two consecutive checkpoints), from
+/// [`Delta::survivors`] and [`SiteDelta::survivors`].
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
+/// heapdelta::checkpoint("start");
+/// let kept = vec![0u8; 100];
 /// let step = heapdelta::checkpoint("step 1");
-/// if let Some(s) = step.survivors() {
-///     println!("{} blocks born in the step outlived it", s.blocks);
-/// }
+/// let s = step.survivors().expect("a window of one step");
+/// println!("{} blocks born in the step outlived it", s.blocks);
+/// assert!(s.blocks >= 1 && s.bytes >= 100);
+/// # drop(kept);
+/// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Survivors {
@@ -186,8 +214,11 @@ fn survivors_of(window: &Counts, young: (u64, u64)) -> Survivors {
     }
 }
 
-/// The growth between two snapshots. `Display` prints the per-step line, the top sites, types
-/// and size classes.
+/// The growth between two snapshots, from [`checkpoint`](crate::checkpoint),
+/// [`measure`](crate::measure), [`Snapshot::since`] or [`Timeline::between`]. `Display` prints
+/// the per-step line ([`summary`](Delta::summary)), what survived the step, the top sites, and
+/// the changes by type, size class and scope tag (and the pool's figures, under a
+/// [`Pool`](crate::Pool)).
 ///
 /// ```
 /// # #[global_allocator]
@@ -442,7 +473,8 @@ impl Delta {
         live_change(&self.window).1
     }
 
-    /// Bytes allocated in the window (whether freed since or not).
+    /// Bytes allocated in the window (whether freed since or not); 0 in a
+    /// [comparison](Delta::is_comparison), where they are not known.
     ///
     /// ```
     /// # #[global_allocator]
@@ -457,7 +489,8 @@ impl Delta {
         known(self.window.alloc_bytes, !self.comparison)
     }
 
-    /// Blocks allocated in the window.
+    /// Blocks allocated in the window (whether freed since or not); 0 in a
+    /// [comparison](Delta::is_comparison).
     ///
     /// ```
     /// # #[global_allocator]
@@ -533,10 +566,14 @@ impl Delta {
     /// call (and cached process-wide).
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// let (_v, d) = heapdelta::measure(|| vec![1u64; 32]);
-    /// if let Some(top) = d.sites().first() {
-    ///     println!("{top:?}");
-    /// }
+    /// let top = d.sites().first().expect("one site grew");
+    /// println!("{} grew by {} B", top.site, top.live_bytes);
+    /// assert_eq!(top.live_bytes, 256);
+    /// # }
     /// ```
     pub fn sites(&self) -> &[SiteDelta] {
         self.sites.get_or_init(|| {
@@ -549,22 +586,41 @@ impl Delta {
     /// Growth per size class, largest live-bytes growth first.
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// let (_v, d) = heapdelta::measure(|| vec![0u8; 1000]);
     /// for c in d.size_classes() {
     ///     println!("class {} B: {:+} blocks", c.size, c.live_blocks);
     /// }
+    /// // Above 512 bytes there are four classes per power of two: 1000 bytes is in class 1024.
+    /// assert_eq!((d.size_classes()[0].size, d.size_classes()[0].live_blocks), (1024, 1));
+    /// # }
     /// ```
     pub fn size_classes(&self) -> &[ClassDelta] {
         &self.classes
     }
 
-    /// Growth per scope tag, largest live-bytes growth first.
+    /// Growth per scope tag, largest live-bytes growth first. Only allocations made inside a
+    /// [`scope`](crate::scope) are counted here (the rest are in no tag's entry), and tags
+    /// that saw no allocation or free in the window are left out.
     ///
     /// ```
-    /// let ((), d) = heapdelta::measure(|| {
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
+    /// let ((a, b), d) = heapdelta::measure(|| {
+    ///     let a = {
+    ///         let _g = heapdelta::scope("load");
+    ///         vec![0u8; 300]
+    ///     };
     ///     let _g = heapdelta::scope("parse");
+    ///     (a, vec![0u8; 100])
     /// });
-    /// assert!(d.tags().iter().all(|t| t.live_bytes == 0));
+    /// let tags: Vec<(&str, i64)> = d.tags().iter().map(|t| (t.tag, t.live_bytes)).collect();
+    /// assert_eq!(tags, [("load", 300), ("parse", 100)]);
+    /// # drop((a, b));
+    /// # }
     /// ```
     pub fn tags(&self) -> &[TagDelta] {
         &self.tags
@@ -573,9 +629,15 @@ impl Delta {
     /// Growth per allocated type (derived from the call sites' symbols), largest first.
     ///
     /// ```
-    /// let (_v, d) = heapdelta::measure(|| String::from("hello"));
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
+    /// let (_s, d) = heapdelta::measure(|| String::from("hello"));
     /// let names: Vec<&str> = d.types().iter().map(|t| t.type_name.as_str()).collect();
-    /// println!("{names:?}");
+    /// println!("{names:?}"); // ["String"] with debug information, else ["(unknown)"]
+    /// assert_eq!(d.types().len(), 1);
+    /// assert_eq!(d.types()[0].live_bytes, 5);
+    /// # }
     /// ```
     pub fn types(&self) -> &[TypeDelta] {
         self.types.get_or_init(|| {
@@ -726,12 +788,25 @@ fn resolve_sites(raw: &[(SiteKey, SiteWindow)], one_step: bool, window: bool) ->
     v
 }
 
-/// A call site whose live bytes grew in most recent steps: the leak suspect.
+/// A call site whose live bytes grew in most recent steps: the leak suspect, from
+/// [`Timeline::growing`] and [`Timeline::growing_in`].
 ///
 /// ```
-/// for g in heapdelta::timeline().growing() {
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
+/// let mut leak = Vec::new();
+/// for step in 0..4 {
+///     leak.push(vec![0u8; 1024]);
+///     heapdelta::checkpoint(format!("step {step}"));
+/// }
+/// let growing = heapdelta::timeline().growing();
+/// for g in &growing {
 ///     println!("{} grew in {} of {} steps ({:+} B)", g.site, g.steps_grown, g.steps, g.live_bytes);
 /// }
+/// // The site of `vec![0u8; 1024]` grew at each of the 3 steps between the 4 checkpoints.
+/// assert!(growing.iter().any(|g| g.steps_grown == 3 && g.live_bytes == 3 * 1024));
+/// # }
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Growth {
@@ -746,8 +821,13 @@ pub struct Growth {
     pub live_bytes: i64,
 }
 
-/// Every checkpoint of the run, in order. `Display` prints the sites that grew at every recent
-/// step, then one line per checkpoint.
+/// Every checkpoint of the run, in order, from [`timeline`](crate::timeline) or
+/// [`Timeline::read_json`]. `Display` prints the sites that grew at every recent step, then one
+/// line per checkpoint.
+///
+/// Under [`keep_checkpoints`](crate::keep_checkpoints) it holds the first checkpoint and the
+/// latest ones only. A timeline read from the file `HEAPDELTA=report=` writes at exit ends with
+/// one more snapshot, labelled `exit`, that is not a checkpoint.
 ///
 /// ```
 /// for step in 1..=3 {
@@ -885,7 +965,10 @@ impl Timeline {
         }
     }
 
-    /// The growth between the checkpoints labelled `from` and `to`.
+    /// The growth between the checkpoints labelled `from` and `to`: a window over all the steps
+    /// between them. An error when either label is unknown or ambiguous (as for
+    /// [`find`](Timeline::find)), or when `to` comes before `from`
+    /// ([`Error::ReversedWindow`]).
     ///
     /// ```
     /// heapdelta::checkpoint("a");
@@ -915,12 +998,19 @@ impl Timeline {
     /// only the steps after it count.
     ///
     /// ```
-    /// let mut kept = Vec::new();
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
+    /// let mut kept = Vec::with_capacity(6);
     /// for step in 0..6 {
-    ///     kept.push(vec![0u8; 1024]);
+    ///     kept.push(vec![0u8; 1024]); // a new block every step: a leak
     ///     heapdelta::checkpoint(format!("step {step}"));
     /// }
-    /// println!("{:?}", heapdelta::timeline().growing());
+    /// let growing = heapdelta::timeline().growing();
+    /// println!("{growing:?}");
+    /// // 6 checkpoints make 5 steps, and the leak grew in all of them.
+    /// assert!(growing.iter().any(|g| (g.steps_grown, g.steps) == (5, 5)));
+    /// # }
     /// ```
     pub fn growing(&self) -> Vec<Growth> {
         let n = GROWTH_WINDOW.min(self.unbroken_step_ends().len().saturating_sub(1));
@@ -935,9 +1025,26 @@ impl Timeline {
     /// [`growing`](Timeline::growing)).
     ///
     /// ```
-    /// // sites that grew in at least 8 of the last 10 steps
-    /// let suspects = heapdelta::timeline().growing_in(8, 10);
-    /// # let _ = suspects;
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
+    /// let mut cache = Vec::with_capacity(11);
+    /// for step in 0..=10 {
+    ///     if step % 5 != 3 {
+    ///         cache.push(vec![0u8; 512]); // grows at most steps, not all
+    ///     }
+    ///     heapdelta::checkpoint(format!("step {step}"));
+    /// }
+    /// let t = heapdelta::timeline();
+    /// // Sites that grew in at least 8 of the last 10 steps.
+    /// let suspects = t.growing_in(8, 10);
+    /// let cache_site = suspects
+    ///     .iter()
+    ///     .find(|g| (g.steps_grown, g.steps) == (8, 10))
+    ///     .expect("the cache's site");
+    /// // It did not grow at every one of the last 5 steps, so `growing` leaves it out.
+    /// assert!(t.growing().iter().all(|g| g.site != cache_site.site));
+    /// # }
     /// ```
     pub fn growing_in(&self, k: usize, n: usize) -> Vec<Growth> {
         let ends = self.unbroken_step_ends();

@@ -93,9 +93,17 @@ pub(crate) fn static_tag(name: &str) -> &'static str {
 /// current-thread runtime accept it). Open the scope around synchronous work between awaits.
 ///
 /// ```
-/// let _g = heapdelta::scope("parse");
-/// let tokens: Vec<String> = "a b c".split(' ').map(String::from).collect();
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
+/// let (tokens, growth) = heapdelta::measure(|| {
+///     let _g = heapdelta::scope("parse");
+///     "a b c".split(' ').map(String::from).collect::<Vec<String>>()
+/// });
+/// let parse = growth.tags().iter().find(|t| t.tag == "parse").expect("tagged");
+/// assert_eq!(parse.live_blocks, 4); // the vector and its three strings
 /// # drop(tokens);
+/// # }
 /// ```
 pub fn scope(tag: &'static str) -> ScopeGuard {
     let index = index_of(tag);
@@ -108,12 +116,21 @@ pub fn scope(tag: &'static str) -> ScopeGuard {
 /// Ends a [`scope`] when dropped, restoring the enclosing tag.
 ///
 /// ```
-/// {
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
+/// let (kept, growth) = heapdelta::measure(|| {
 ///     let _outer = heapdelta::scope("load");
-///     {
+///     let decoded = {
 ///         let _inner = heapdelta::scope("decode");
-///     } // back to "load"
-/// }
+///         vec![0u8; 100]
+///     }; // back to "load"
+///     (decoded, vec![0u8; 10])
+/// });
+/// let tags: Vec<(&str, i64)> = growth.tags().iter().map(|t| (t.tag, t.live_bytes)).collect();
+/// assert_eq!(tags, [("decode", 100), ("load", 10)]);
+/// # drop(kept);
+/// # }
 /// ```
 #[must_use = "the scope ends when the guard is dropped"]
 #[derive(Debug)]

@@ -136,8 +136,16 @@ impl Snapshot {
     /// Totals at the moment the snapshot was taken.
     ///
     /// ```
-    /// let live = heapdelta::snapshot().totals().live_bytes;
-    /// # let _ = live;
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
+    /// let before = heapdelta::snapshot().totals();
+    /// let kept = vec![0u8; 2048];
+    /// let after = heapdelta::snapshot().totals();
+    /// assert!(after.live_bytes >= before.live_bytes + 2048);
+    /// assert!(after.total_blocks > before.total_blocks);
+    /// # drop(kept);
+    /// # }
     /// ```
     pub fn totals(&self) -> Totals {
         self.totals
@@ -145,19 +153,37 @@ impl Snapshot {
 
     /// The growth from `earlier` to this snapshot.
     ///
+    /// Two snapshots of this process, `earlier` taken first, make a window: the delta also counts
+    /// the allocations and frees between them. Otherwise (snapshots of two runs read from files,
+    /// or the later one given as `earlier`) it compares what was live in each
+    /// ([`Delta::is_comparison`]).
+    ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// let a = heapdelta::snapshot();
+    /// let kept = vec![0u64; 64];
     /// let b = heapdelta::snapshot();
-    /// println!("{}", b.since(&a));
+    /// let growth = b.since(&a);
+    /// println!("{growth}");
+    /// assert!(growth.live_bytes() >= 512);
+    /// assert!(growth.allocated_blocks() >= 1);
+    /// # drop(kept);
+    /// # }
     /// ```
     pub fn since(&self, earlier: &Snapshot) -> Delta {
         crate::thread::untracked(|| Delta::between(earlier, self))
     }
 
-    /// The checkpoint label, if this snapshot was taken by [`checkpoint`](crate::checkpoint).
+    /// The checkpoint label, if this snapshot was taken by [`checkpoint`](crate::checkpoint)
+    /// (or is the final `exit` snapshot of a `HEAPDELTA=report=` file).
     ///
     /// ```
     /// assert_eq!(heapdelta::snapshot().label(), None);
+    /// heapdelta::checkpoint("loaded");
+    /// let t = heapdelta::timeline();
+    /// assert_eq!(t.checkpoints().last().unwrap().label(), Some("loaded"));
     /// ```
     pub fn label(&self) -> Option<&str> {
         self.label.as_deref()

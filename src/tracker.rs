@@ -69,10 +69,19 @@ pub struct Tracker<A = System> {
 impl Tracker<System> {
     /// A tracker over the system allocator, recording exact call sites 32 frames deep.
     ///
+    /// `const`, so it can initialise the `#[global_allocator]` static; the `HEAPDELTA`
+    /// environment variable (`sites=`, `depth=`) can still change these settings at run time.
+    ///
     /// ```
     /// #[global_allocator]
     /// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
-    /// # fn main() { assert!(heapdelta::is_installed() || true); }
+    ///
+    /// fn main() {
+    ///     let (v, growth) = heapdelta::measure(|| vec![0u32; 10]);
+    ///     assert!(heapdelta::is_installed());
+    ///     assert_eq!(growth.live_bytes(), 40);
+    ///     drop(v);
+    /// }
     /// ```
     pub const fn new() -> Self {
         Tracker::wrap(System)
@@ -105,7 +114,8 @@ impl<A: GlobalAlloc> Tracker<A> {
         }
     }
 
-    /// Sets how call sites are recorded.
+    /// Sets how call sites are recorded (default [`CallSites::Exact`]). `HEAPDELTA=sites=`
+    /// overrides it at run time.
     ///
     /// ```
     /// use heapdelta::{CallSites, Tracker};
@@ -117,7 +127,8 @@ impl<A: GlobalAlloc> Tracker<A> {
     }
 
     /// Sets how many frames are kept per call site (default 32, at most 64). With 0 no frame is
-    /// kept: every block is counted at one site, `(unknown)`.
+    /// kept: every block is counted at one site, `(unknown)`. `HEAPDELTA=depth=` overrides it at
+    /// run time.
     ///
     /// ```
     /// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new().depth(16);
@@ -617,6 +628,18 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
 }
 
 /// Whether a [`Tracker`] is serving allocations in this process (it is the global allocator).
+///
+/// Without a tracker every query still works but returns empty figures: a program can check
+/// this before trusting a report.
+///
+/// ```
+/// #[global_allocator]
+/// static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+///
+/// fn main() {
+///     assert!(heapdelta::is_installed());
+/// }
+/// ```
 ///
 /// ```
 /// // Without `#[global_allocator] static GLOBAL: heapdelta::Tracker = ...` this is false and

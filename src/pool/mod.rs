@@ -88,12 +88,14 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// ```
 ///
 /// As the global allocator (alone or under a `Tracker`):
-/// ```no_run
+/// ```
 /// #[global_allocator]
 /// static GLOBAL: heapdelta::Pool = heapdelta::Pool::new();
 /// fn main() {
 ///     let v = vec![1u8; 100];
-///     println!("{:?}", heapdelta::pool_stats().map(|s| s.bytes_reserved));
+///     let stats = heapdelta::pool_stats().expect("the global allocator is a pool");
+///     println!("{} bytes reserved", stats.bytes_reserved);
+///     assert!(stats.classes[6].blocks_in_use >= 1); // `v`, in the 112-byte class
 ///     drop(v);
 /// }
 /// ```

@@ -276,6 +276,24 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// // Here the global allocator is `System`, so there is no global pool.
 /// assert_eq!(heapdelta::pool_stats(), None);
 /// ```
+///
+/// With a pool under the tracker, the same figures also reach every snapshot
+/// ([`Snapshot::pool`](crate::Snapshot::pool)):
+///
+/// ```
+/// use heapdelta::{Pool, Tracker};
+///
+/// #[global_allocator]
+/// static GLOBAL: Tracker<Pool> = Tracker::wrap(Pool::new());
+///
+/// fn main() {
+///     let v = vec![0u8; 64];
+///     let stats = heapdelta::pool_stats().expect("a pool is the global allocator");
+///     assert!(stats.bytes_in_use >= 64);
+///     assert!(heapdelta::snapshot().pool().is_some());
+///     drop(v);
+/// }
+/// ```
 pub fn pool_stats() -> Option<PoolStats> {
     counters_of(global_pool()?).map(|raw| raw.into_stats())
 }

@@ -130,13 +130,30 @@ fn fail(path: &Path, e: impl std::fmt::Display) -> Failure {
     Failure(format!("{}: {e}", path.display()))
 }
 
-/// Runs the command line `args` (the program name first), printing to stdout and stderr.
+/// Runs the command line `args` (the program name first), printing to stdout and stderr, and
+/// returns the exit code: success, 1 when the command failed (a file that cannot be read or
+/// written, an unknown label), 2 for a usage error. `--help` and `--version` succeed.
 ///
 /// ```no_run
 /// // The whole of the `heapdelta` binary:
 /// fn main() -> std::process::ExitCode {
 ///     heapdelta::cli::run(std::env::args_os())
 /// }
+/// ```
+///
+/// From a program or a test, with the arguments given directly:
+///
+/// ```
+/// use std::process::ExitCode;
+///
+/// heapdelta::checkpoint("loaded");
+/// let path = std::env::temp_dir().join("heapdelta-doc-cli.json");
+/// heapdelta::timeline().write_json(&path)?;
+/// let code = heapdelta::cli::run(["heapdelta", "show", path.to_str().unwrap()]);
+/// assert_eq!(code, ExitCode::SUCCESS);
+/// assert_eq!(heapdelta::cli::run(["heapdelta", "show", "no/such/file.json"]), ExitCode::FAILURE);
+/// # let _ = std::fs::remove_file(&path);
+/// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn run<I, T>(args: I) -> ExitCode
 where

@@ -45,20 +45,29 @@ fn fold(sites: &[SiteFigures]) -> String {
 
 impl Snapshot {
     /// Live bytes per call site as folded stacks, for `flamegraph.pl`, `inferno-flamegraph`,
-    /// speedscope and the like.
+    /// speedscope and the like: one line `outer;…;inner BYTES` per stack holding live bytes,
+    /// largest first.
     ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
+    /// let kept = vec![0u8; 4096];
     /// let folded = heapdelta::snapshot().folded();
+    /// assert!(!folded.is_empty());
     /// for line in folded.lines() {
     ///     let (_stack, bytes) = line.rsplit_once(' ').unwrap();
     ///     assert!(bytes.parse::<u64>().unwrap() > 0);
     /// }
+    /// # drop(kept);
+    /// # }
     /// ```
     pub fn folded(&self) -> String {
         crate::report::text_for_program(|| fold(&snapshot_sites(self)))
     }
 
-    /// Draws the live bytes per call site as a flamegraph SVG (feature `flamegraph`).
+    /// Draws the live bytes per call site as a flamegraph SVG (feature `flamegraph`). A
+    /// snapshot without live bytes at any call site has nothing to draw: that is an error.
     ///
     /// ```
     /// # #[global_allocator]

@@ -92,9 +92,26 @@ pub(crate) fn signed_bytes(n: i64) -> String {
 impl Delta {
     /// The one-line summary: `| step 3 | live 1.18 GiB | added +112.4 MiB | blocks 6,219 (+2,163) | peak 1.20 GiB |`.
     ///
+    /// Live and peak are the process's totals at the end of the window, "added" the change in
+    /// live bytes and the figure in brackets the change in live blocks; under a
+    /// [`Pool`](crate::Pool), the pool's reserved bytes follow. A window of several steps is
+    /// named `| from → to |`. A [`measure`](crate::measure) delta, which has no process totals,
+    /// shows the thread's growth and what it allocated instead.
+    ///
     /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
     /// let d = heapdelta::checkpoint("step 1");
-    /// assert!(d.summary().starts_with("| step 1 |"));
+    /// assert!(d.summary().starts_with("| step 1 | live "));
+    ///
+    /// let (v, d) = heapdelta::measure(|| vec![0u8; 4096]);
+    /// assert_eq!(
+    ///     d.summary(),
+    ///     "| measure | added +4.0 KiB | blocks +1 | allocated 4.0 KiB in 1 block |"
+    /// );
+    /// # drop(v);
+    /// # }
     /// ```
     pub fn summary(&self) -> String {
         crate::report::text_for_program(|| {
@@ -142,12 +159,23 @@ impl Delta {
 /// How [`Delta::table`] groups the growth.
 ///
 /// ```
+/// # #[global_allocator]
+/// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+/// # fn main() {
 /// use heapdelta::By;
-/// let (kept, d) = heapdelta::measure(|| vec![0u8; 64]);
+/// let (kept, d) = heapdelta::measure(|| {
+///     let _g = heapdelta::scope("setup");
+///     vec![0u8; 64]
+/// });
 /// for by in [By::Site, By::Class, By::Tag, By::Type] {
-///     print!("{}", d.table(by, 5));
+///     let table = d.table(by, 5);
+///     print!("{table}");
+///     // A header, then one row: the single block, whichever way it is grouped.
+///     assert_eq!(table.lines().count(), 2, "{table}");
+///     assert!(table.lines().nth(1).unwrap().trim_start().starts_with("+64 B"), "{table}");
 /// }
 /// # drop(kept);
+/// # }
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
