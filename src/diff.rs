@@ -938,22 +938,30 @@ impl Timeline {
     }
 
     /// The checkpoint labelled `label`; an error when no checkpoint has that label, or when
-    /// several have it (which one is meant cannot be told).
+    /// several have it (which one is meant cannot be told). Of several checkpoints with one label,
+    /// `label#n` picks the `n`th (from 1, in the order they were taken), unless a checkpoint is
+    /// labelled `label#n` itself.
     ///
     /// ```
     /// heapdelta::checkpoint("loaded");
     /// assert!(heapdelta::timeline().find("loaded").is_ok());
     /// assert!(heapdelta::timeline().find("nope").is_err());
+    ///
+    /// heapdelta::checkpoint("tick");
+    /// heapdelta::checkpoint("tick");
+    /// let t = heapdelta::timeline();
+    /// assert!(t.find("tick").is_err()); // which one?
+    /// assert!(t.find("tick#2").is_ok());
     /// ```
     pub fn find(&self, label: &str) -> Result<&Snapshot, Error> {
-        let mut found = self.checkpoints.iter().filter(|c| c.label() == Some(label));
+        let mut found = self.labelled(label);
         match (found.next(), found.count()) {
             (Some(c), 0) => Ok(c),
             (Some(_), others) => Err(Error::AmbiguousLabel {
                 label: label.to_string(),
                 count: others + 1,
             }),
-            (None, _) => Err(Error::UnknownLabel {
+            (None, _) => self.nth_labelled(label).ok_or_else(|| Error::UnknownLabel {
                 label: label.to_string(),
                 known: self
                     .checkpoints
@@ -963,6 +971,20 @@ impl Timeline {
                 dropped: self.dropped(),
             }),
         }
+    }
+
+    /// The checkpoints labelled `label`, in the order they were taken.
+    fn labelled<'a: 'b, 'b>(&'a self, label: &'b str) -> impl Iterator<Item = &'a Snapshot> + 'b {
+        self.checkpoints
+            .iter()
+            .filter(move |c| c.label() == Some(label))
+    }
+
+    /// For `label#n`, the `n`th checkpoint (from 1) labelled `label`.
+    fn nth_labelled(&self, label: &str) -> Option<&Snapshot> {
+        let (label, n) = label.rsplit_once('#')?;
+        let n: usize = n.parse().ok()?;
+        self.labelled(label).nth(n.checked_sub(1)?)
     }
 
     /// The growth between the checkpoints labelled `from` and `to`: a window over all the steps

@@ -85,7 +85,9 @@ impl fmt::Display for Error {
             ),
             Error::AmbiguousLabel { label, count } => write!(
                 f,
-                "{count} checkpoints are labelled {label:?}; give each checkpoint its own label to pick one"
+                "{count} checkpoints are labelled {label:?}: pick one as \"{label}#1\" to \
+                 \"{label}#{count}\" (in the order they were taken), or give each checkpoint its \
+                 own label"
             ),
         }
     }

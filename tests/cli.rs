@@ -158,6 +158,55 @@ fn diff_by_site_lists_the_largest_growth_first() {
 }
 
 #[test]
+fn diff_between_two_checkpoints_of_a_timeline_is_the_diff_of_their_snapshots() {
+    let dir = demo("diff_window");
+    let timeline = dir.join("timeline.json");
+    let run = heapdelta(["diff", arg(&timeline), "--from", "step 1", "--to", "step 4"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, diff_ok(&dir, "step1.json", "step4.json"));
+}
+
+#[test]
+fn diff_takes_either_new_or_a_window_but_not_both() {
+    let dir = demo("diff_new_or_window");
+    let (old, new) = (dir.join("timeline.json"), dir.join("step4.json"));
+    let both = heapdelta([
+        "diff",
+        arg(&old),
+        arg(&new),
+        "--from",
+        "step 1",
+        "--to",
+        "step 4",
+    ]);
+    assert_one_line_failure(&both, 2, "cannot be used with");
+    let neither = heapdelta(["diff", arg(&old)]);
+    assert_one_line_failure(&neither, 2, "required");
+}
+
+#[test]
+fn checkpoints_sharing_a_label_are_picked_by_their_number() {
+    let dir = common::temp_dir("diff_shared_label");
+    let checkpoints = (0..=4)
+        .map(|steps| {
+            let mut c = common::snapshot(steps);
+            c["label"] = "tick".into();
+            c
+        })
+        .collect();
+    let timeline = dir.join("ticks.json");
+    std::fs::write(&timeline, common::timeline_file_of(checkpoints)).unwrap();
+    let window =
+        |from: &str, to: &str| heapdelta(["diff", arg(&timeline), "--from", from, "--to", to]);
+    let ambiguous = window("tick", "tick#5");
+    assert_one_line_failure(&ambiguous, 1, "pick one as \"tick#1\" to \"tick#5\"");
+    let picked = window("tick#2", "tick#5");
+    assert_eq!(picked.code, 0, "{}", picked.stderr);
+    assert!(picked.stdout.contains("+96.0 KiB"), "{}", picked.stdout);
+    assert_one_line_failure(&window("tick#2", "tick#6"), 1, "\"tick#6\"");
+}
+
+#[test]
 fn diff_groups_by_class_tag_and_type() {
     let dir = demo("diff_by");
     let (old, new) = (dir.join("step1.json"), dir.join("step4.json"));

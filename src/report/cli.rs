@@ -4,6 +4,7 @@
 //! ```text
 //! heapdelta show FILE [--top N]
 //! heapdelta diff OLD NEW [--by site|class|tag|type] [--top N]
+//! heapdelta diff TIMELINE --from LABEL --to LABEL [--by site|class|tag|type] [--top N]
 //! heapdelta flamegraph FILE -o out.svg [--from LABEL --to LABEL] [--folded]
 //! heapdelta plot TIMELINE -o out.svg
 //! heapdelta export --format pprof|dhat FILE -o OUT [--from LABEL --to LABEL]
@@ -11,8 +12,9 @@
 //!
 //! A FILE is a snapshot or a timeline (`Snapshot::write_json`, `Timeline::write_json`, or the
 //! `report=` file of `HEAPDELTA`). Where one snapshot is needed, a timeline stands for its last
-//! checkpoint; `--from`/`--to` pick the growth between two of its checkpoints instead. Errors are
-//! one line on stderr and exit code 1 (2 for a usage error).
+//! checkpoint; `--from`/`--to` pick the growth between two of its checkpoints instead (of several
+//! with one label, `LABEL#n` is the `n`th). Errors are one line on stderr and exit code 1 (2 for a
+//! usage error).
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -53,12 +55,17 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
-    /// Print the growth from OLD to NEW, largest first.
+    /// Print the growth from OLD to NEW, or between two checkpoints of one timeline, largest
+    /// first.
     Diff {
-        /// The earlier snapshot (a timeline: its last checkpoint).
+        /// The earlier snapshot (a timeline: its last checkpoint); with --from/--to, the
+        /// timeline whose checkpoints they pick.
         old: PathBuf,
         /// The later snapshot (a timeline: its last checkpoint).
-        new: PathBuf,
+        #[arg(required_unless_present = "from", conflicts_with = "from")]
+        new: Option<PathBuf>,
+        #[command(flatten)]
+        window: Window,
         /// Group the growth by call site, size class, scope tag or allocated type.
         #[arg(long, value_enum, default_value_t = By::Site)]
         by: By,
@@ -187,7 +194,13 @@ where
     }
     let outcome = match cli.command {
         Command::Show { file, top } => show(&file, top),
-        Command::Diff { old, new, by, top } => diff(&old, &new, by, top),
+        Command::Diff {
+            old,
+            new,
+            window,
+            by,
+            top,
+        } => diff(&old, new.as_deref(), &window, by, top),
         Command::Flamegraph {
             file,
             output,
@@ -271,14 +284,16 @@ enum Selection {
 }
 
 fn select(path: &Path, window: &Window) -> Result<Selection, Failure> {
-    let (Some(from), Some(to)) = (&window.from, &window.to) else {
-        return read_snapshot(path).map(Selection::Live);
-    };
+    match (&window.from, &window.to) {
+        (Some(from), Some(to)) => growth_between(path, from, to).map(Selection::Growth),
+        _ => read_snapshot(path).map(Selection::Live),
+    }
+}
+
+/// The growth between the checkpoints labelled `from` and `to` of the timeline file at `path`.
+fn growth_between(path: &Path, from: &str, to: &str) -> Result<Delta, Failure> {
     match read(path)? {
-        Contents::Timeline(t) => t
-            .between(from, to)
-            .map(Selection::Growth)
-            .map_err(|e| fail(path, e)),
+        Contents::Timeline(t) => t.between(from, to).map_err(|e| fail(path, e)),
         Contents::Snapshot(_) => Err(fail(
             path,
             "--from/--to pick checkpoints of a timeline, and this is a snapshot file",
@@ -335,10 +350,17 @@ fn describe(s: &Snapshot, top: usize) -> String {
     out
 }
 
-fn diff(old: &Path, new: &Path, by: By, top: usize) -> Outcome {
-    let before = read_snapshot(old)?;
-    let after = read_snapshot(new)?;
-    print_out(&growth_table(&after.since(&before), by, top))
+fn diff(old: &Path, new: Option<&Path>, window: &Window, by: By, top: usize) -> Outcome {
+    let delta = match (new, &window.from, &window.to) {
+        (Some(new), _, _) => {
+            let before = read_snapshot(old)?;
+            read_snapshot(new)?.since(&before)
+        }
+        (None, Some(from), Some(to)) => growth_between(old, from, to)?,
+        // The parser asks for NEW unless --from is given, and --from needs --to.
+        (None, _, _) => return Err(Failure("diff needs NEW, or --from and --to".to_string())),
+    };
+    print_out(&growth_table(&delta, by, top))
 }
 
 /// The `diff` text: the summary line, then one row per group, largest growth first.
