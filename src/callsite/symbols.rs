@@ -205,6 +205,10 @@ fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
     raw
 }
 
+/// The site of a stack whose every captured frame is the allocator's.
+const ALLOCATOR_ONLY: &str =
+    "(only allocator frames captured: raise Tracker::depth or HEAPDELTA=depth=)";
+
 /// Allocator shims rustc generates for `#[global_allocator]` (their debug info points at the
 /// user's `static`, so they are recognised by name).
 const SHIM_PREFIXES: &[&str] = &["__rust_", "__rg_", "__rdl_", "__rde_", "__rg_oom"];
@@ -353,6 +357,19 @@ fn build_site(raw: Vec<RawFrame>, shorten: &dyn Fn(&str) -> String) -> Site {
             (raw, kept)
         }
     };
+    if kept.is_empty()
+        && trimmed
+            .last()
+            .is_some_and(|f| f.origin == Origin::Allocator)
+    {
+        // The capture stopped inside the allocator: `Tracker::depth` below the frames between a
+        // request and the program.
+        return Site::new(vec![Frame {
+            function: ALLOCATOR_ONLY.to_string(),
+            file: None,
+            line: None,
+        }]);
+    }
     let shorten_all = |frames: Vec<RawFrame>| -> Vec<Frame> {
         frames
             .into_iter()
@@ -520,6 +537,21 @@ mod tests {
     }
 
     const STD: &str = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library";
+
+    #[test]
+    fn a_stack_of_allocator_frames_alone_says_to_raise_the_depth() {
+        let ours = |f: &str| raw(f, Some("/work/heapdelta/src/tracker.rs"), 1);
+        let site = build(
+            vec![
+                ours("heapdelta::tracker::Tracker::on_alloc_exact"),
+                ours("<heapdelta::tracker::Tracker as core::alloc::global::GlobalAlloc>::alloc"),
+                raw("__rustc::__rust_alloc", Some("src/main.rs"), 3),
+            ],
+            None,
+        );
+        assert_eq!(site.to_string(), ALLOCATOR_ONLY);
+        assert!(site.to_string().contains("raise Tracker::depth"));
+    }
 
     #[test]
     fn a_site_without_user_frames_keeps_only_the_std_frames_outside_the_allocator() {
