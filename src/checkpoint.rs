@@ -122,8 +122,16 @@ pub(crate) fn lock_timeline() -> MutexGuard<'static, Vec<Snapshot>> {
 /// allocator: a program that lacks the `#[global_allocator]` line would otherwise read its
 /// reports of zeros as "nothing grew".
 fn hint_if_not_installed() {
-    static SAID: AtomicBool = AtomicBool::new(false);
-    if !crate::is_installed() && !SAID.swap(true, Ordering::Relaxed) {
+    // Checked once: a tracker, once installed, stays installed.
+    static CHECKED: AtomicBool = AtomicBool::new(false);
+    if CHECKED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    // A tracker counts as installed once it has recorded a block: one allocation first, for a
+    // program whose first allocation would otherwise come later (`#![no_main]`, a library
+    // called from C).
+    drop(std::hint::black_box(Box::new(0u8)));
+    if !crate::is_installed() {
         // Ignored: a closed stderr must not stop the program.
         let _ = writeln!(
             std::io::stderr(),

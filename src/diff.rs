@@ -939,7 +939,8 @@ impl Timeline {
 
     /// The checkpoint labelled `label`; an error when no checkpoint has that label, or when
     /// several have it (which one is meant cannot be told). Of several checkpoints with one label,
-    /// `label#n` picks the `n`th (from 1, in the order they were taken), unless a checkpoint is
+    /// `label#n` picks the `n`th the timeline holds (from 1, in the order they were taken; with
+    /// [`keep_checkpoints`](crate::keep_checkpoints), of those kept), unless a checkpoint is
     /// labelled `label#n` itself.
     ///
     /// ```
@@ -961,15 +962,18 @@ impl Timeline {
                 label: label.to_string(),
                 count: others + 1,
             }),
-            (None, _) => self.nth_labelled(label).ok_or_else(|| Error::UnknownLabel {
-                label: label.to_string(),
-                known: self
-                    .checkpoints
-                    .iter()
-                    .filter_map(|c| c.label().map(str::to_string))
-                    .collect(),
-                dropped: self.dropped(),
-            }),
+            (None, _) => match self.nth_labelled(label) {
+                Some(picked) => picked,
+                None => Err(Error::UnknownLabel {
+                    label: label.to_string(),
+                    known: self
+                        .checkpoints
+                        .iter()
+                        .filter_map(|c| c.label().map(str::to_string))
+                        .collect(),
+                    dropped: self.dropped(),
+                }),
+            },
         }
     }
 
@@ -980,11 +984,28 @@ impl Timeline {
             .filter(move |c| c.label() == Some(label))
     }
 
-    /// For `label#n`, the `n`th checkpoint (from 1) labelled `label`.
-    fn nth_labelled(&self, label: &str) -> Option<&Snapshot> {
+    /// For `label#n` (`n` written in digits, without leading zeros), the `n`th checkpoint (from
+    /// 1) labelled `label` when several have that label, or the error saying how many there are
+    /// when fewer than `n` do; `None` when `label#n` is not of that form or picks among fewer than
+    /// two checkpoints.
+    fn nth_labelled(&self, label: &str) -> Option<Result<&Snapshot, Error>> {
         let (label, n) = label.rsplit_once('#')?;
+        if n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
         let n: usize = n.parse().ok()?;
-        self.labelled(label).nth(n.checked_sub(1)?)
+        let count = self.labelled(label).count();
+        if count < 2 {
+            return None;
+        }
+        Some(
+            self.labelled(label)
+                .nth(n - 1)
+                .ok_or_else(|| Error::AmbiguousLabel {
+                    label: label.to_string(),
+                    count,
+                }),
+        )
     }
 
     /// The growth between the checkpoints labelled `from` and `to`: a window over all the steps
@@ -1166,6 +1187,61 @@ mod tests {
         assert_eq!(growing.len(), 1);
         assert_eq!((growing[0].steps_grown, growing[0].steps), (2, 2));
         assert_eq!(growing[0].live_bytes, 16);
+    }
+
+    /// Checkpoints 0, 1, … of one run with these labels.
+    fn labelled_timeline(labels: &[&str]) -> Timeline {
+        Timeline::new(
+            labels
+                .iter()
+                .enumerate()
+                .map(|(epoch, label)| {
+                    let mut s = Snapshot::zero();
+                    s.epoch = epoch as u32;
+                    s.checkpoint = true;
+                    s.label = Some(label.to_string());
+                    s
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn label_hash_n_picks_the_nth_of_checkpoints_sharing_a_label() {
+        let t = labelled_timeline(&["start", "tick", "tick", "tick"]);
+        assert!(matches!(
+            t.find("tick"),
+            Err(Error::AmbiguousLabel { count: 3, .. })
+        ));
+        assert_eq!(t.find("tick#1").map(|c| c.epoch).ok(), Some(1));
+        assert_eq!(t.find("tick#3").map(|c| c.epoch).ok(), Some(3));
+        let beyond = t.find("tick#4").unwrap_err();
+        assert!(
+            beyond
+                .to_string()
+                .contains("3 checkpoints are labelled \"tick\""),
+            "{beyond}"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_labelled_label_hash_n_itself_is_found_first() {
+        let t = labelled_timeline(&["x", "x#1", "x", "x"]);
+        assert_eq!(t.find("x#1").map(|c| c.epoch).ok(), Some(1));
+        assert_eq!(t.find("x#3").map(|c| c.epoch).ok(), Some(3));
+    }
+
+    #[test]
+    fn only_plain_numbers_pick_a_checkpoint() {
+        let t = labelled_timeline(&["tick", "tick"]);
+        for label in [
+            "tick#02", "tick#+2", "tick#0", "tick#", "tick#two", "start#1",
+        ] {
+            assert!(
+                matches!(t.find(label), Err(Error::UnknownLabel { .. })),
+                "{label}"
+            );
+        }
     }
 
     #[test]

@@ -85,9 +85,10 @@ impl fmt::Display for Error {
             ),
             Error::AmbiguousLabel { label, count } => write!(
                 f,
-                "{count} checkpoints are labelled {label:?}: pick one as \"{label}#1\" to \
-                 \"{label}#{count}\" (in the order they were taken), or give each checkpoint its \
-                 own label"
+                "{count} checkpoints are labelled {label:?}: pick one as {:?} to {:?} (in the \
+                 order they were taken), or give each checkpoint its own label",
+                format!("{label}#1"),
+                format!("{label}#{count}")
             ),
         }
     }

@@ -328,12 +328,15 @@ impl Display for Delta {
                 (fell - fell_listed, "fell"),
             ];
             let listed = !sites.is_empty();
-            match (self.sampled_mean, listed) {
-                (Some(mean), true) => {
+            // Whether any site was sampled is whether any counted an event: a window can have
+            // sampled sites and list none (they held steady, or only fell while the total rose).
+            let sampled_any = by_leaf.iter().any(|s| s.allocs > 0 || s.frees > 0);
+            match self.sampled_mean {
+                Some(mean) if listed => {
                     lines.extend(estimates_note(Some(mean)).map(|note| format!("   {note}")))
                 }
                 // Said, so that a window without sites does not read as an exact report.
-                (Some(mean), false) if !self.is_comparison() => lines.push(format!(
+                Some(mean) if !sampled_any && !self.is_comparison() => lines.push(format!(
                     "   no call site sampled in this window (about one sample per {})",
                     bytes(mean)
                 )),
@@ -643,18 +646,19 @@ fn nothing_growing(t: &Timeline) -> String {
     let Some((steps, growth, sited)) = t.live_rose_at_every_step() else {
         return "growing at every step: none".to_string();
     };
-    let why = if !sited {
-        "no call site was recorded (call sites off); each step's size classes say what grew"
-            .to_string()
-    } else if let Some(mean) = t.checkpoints.last().and_then(|c| c.sampled_mean) {
-        format!(
+    let sampled = t.checkpoints.last().and_then(|c| c.sampled_mean);
+    let why = match (sampled, sited) {
+        (Some(mean), _) => format!(
             "no sampled call site grew at every step (sampled about once per {}): record exact \
              sites, or sample more often (`CallSites::Sampled` with a smaller `mean_bytes`, \
              `HEAPDELTA=sites=sampled:N`)",
             bytes(mean)
-        )
-    } else {
-        "no one call site grew at every step: the growth moves between sites".to_string()
+        ),
+        (None, false) => {
+            "no call site was recorded (call sites off); each step's size classes say what grew"
+                .to_string()
+        }
+        (None, true) => "no single call site grew at every step".to_string(),
     };
     format!(
         "growing at every step: no site, but live bytes rose in each of the last {steps} steps \
@@ -739,6 +743,28 @@ mod tests {
         let line = growing_line(&rising_checkpoints(true, Some(512 * 1024)));
         assert!(line.contains("no sampled call site grew"), "{line}");
         assert!(line.contains("sample more often"), "{line}");
+    }
+
+    #[test]
+    fn no_growing_site_when_nothing_was_sampled_blames_the_sampling_not_sites_off() {
+        let line = growing_line(&rising_checkpoints(false, Some(1 << 30)));
+        assert!(line.contains("no sampled call site grew"), "{line}");
+        assert!(!line.contains("call sites off"), "{line}");
+    }
+
+    #[test]
+    fn a_sampled_window_whose_sites_held_steady_does_not_say_none_was_sampled() {
+        let t = rising_checkpoints(true, Some(4096));
+        let (before, mut after) = (t.checkpoints[0].clone(), t.checkpoints[1].clone());
+        // One more sampled block allocated and freed at the site: no change in live bytes.
+        let mut churned = SiteCount::live(1, 3);
+        churned.counts.alloc_blocks += crate::stats::UNIT;
+        churned.counts.alloc_bytes += 8;
+        churned.counts.free_blocks += crate::stats::UNIT;
+        churned.counts.free_bytes += 8;
+        after.sites = SiteList::new(vec![churned]);
+        let step = after.since(&before).to_string();
+        assert!(!step.contains("no call site sampled"), "{step}");
     }
 
     #[test]
