@@ -984,10 +984,10 @@ impl Timeline {
             .filter(move |c| c.label() == Some(label))
     }
 
-    /// For `label#n` (`n` written in digits, without leading zeros), the `n`th checkpoint (from
-    /// 1) labelled `label` when several have that label, or the error saying how many there are
-    /// when fewer than `n` do; `None` when `label#n` is not of that form or picks among fewer than
-    /// two checkpoints.
+    /// For `label#n` (`n` written in digits, without leading zeros), the `n`th checkpoint labelled
+    /// `label`, counted from 1, when several have that label, or the error saying how many there
+    /// are when fewer than `n` do; `None` when `label#n` is not of that form or picks among fewer
+    /// than two checkpoints.
     fn nth_labelled(&self, label: &str) -> Option<Result<&Snapshot, Error>> {
         let (label, n) = label.rsplit_once('#')?;
         if n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
