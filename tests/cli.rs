@@ -203,7 +203,12 @@ fn checkpoints_sharing_a_label_are_picked_by_their_number() {
     let picked = window("tick#2", "tick#5");
     assert_eq!(picked.code, 0, "{}", picked.stderr);
     assert!(picked.stdout.contains("+96.0 KiB"), "{}", picked.stdout);
-    assert_one_line_failure(&window("tick#2", "tick#6"), 1, "\"tick#6\"");
+    // One past the count says how many share the label.
+    assert_one_line_failure(
+        &window("tick#2", "tick#6"),
+        1,
+        "5 checkpoints are labelled \"tick\"",
+    );
 }
 
 #[test]
