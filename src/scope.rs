@@ -81,7 +81,9 @@ pub(crate) fn static_tag(name: &str) -> &'static str {
 
 /// Counts the calling thread's allocations under `tag` until the guard is dropped. Scopes nest;
 /// an allocation is counted under the innermost tag. Up to 62 distinct tags are told apart; later
-/// ones are counted together as `(other tags)`.
+/// ones are counted together as `(other tags)`. The tag table is the process's and never shrinks:
+/// tests of one binary that run in parallel share it, so one that makes many tags can push
+/// another's into `(other tags)`.
 ///
 /// Dropping a guard restores the tag that was current when it was made, so guards must be
 /// dropped in reverse order of creation (as scoped bindings are); dropping an outer guard before

@@ -51,11 +51,14 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// Each thread allocates from its own heap, a complete pymalloc state with its own arenas, so
 /// there is no lock on the allocation path. A block freed by a thread other than its heap's owner
 /// is pushed on that heap's lock-free remote list and really freed when the owner next allocates
-/// (or when stats are read); when the owner has exited, or the block is the shared heap's and no
-/// thread holds that heap's lock, it is freed at once, with any blocks still waiting on the list
-/// (unless another thread is freeing into or reading that heap at that moment, or a fork is in
-/// progress: then it waits on the list too). When a thread exits its heap is adopted by the next
-/// thread that needs one; nothing is lost. With several threads:
+/// (or when [`Pool::stats`] reads the pool); when the owner has exited, or the block is the shared
+/// heap's and no thread holds that heap's lock, it is freed at once, with any blocks still waiting
+/// on the list (unless another thread is freeing into or reading that heap at that moment, or a
+/// fork is in progress: then it waits on the list too). When a thread exits its heap is adopted by
+/// the next thread that needs one; nothing is lost. Blocks pushed while the owner ran and not yet
+/// freed when it exits wait until then, or until another block is freed into that heap or
+/// `Pool::stats` runs: [`pool_stats`](crate::pool_stats), which cannot free them (it does not
+/// know the pool's inner allocator), counts them as in use meanwhile. With several threads:
 /// * every counter is the sum over heaps; `arenas_*` are counted for the whole pool, but each heap
 ///   keeps its own arenas (and its own one wholly free arena), so more arenas are live than one
 ///   CPython heap would hold for the same blocks;

@@ -267,7 +267,10 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// as in use until that heap's owner next allocates. A block freed into the heap of a thread that
 /// has exited is freed at once, and with it any blocks still waiting there, unless another thread
 /// holds that heap at that moment (freeing into it, or reading it for `Pool::stats`): then it
-/// waits until the next free into that heap, or until a new thread takes the heap over. Counters
+/// waits until the next free into that heap, or until a new thread takes the heap over. Blocks
+/// freed into a running thread's heap that has since exited wait the same way: a program whose
+/// worker threads return blocks to each other and then end can read far more in use here than it
+/// holds (with a `Pool` in a static, `POOL.stats()` frees them first). Counters
 /// read while other threads allocate can be a moment apart: a class may show a block in use in a
 /// pool just given back. Never deadlocks; allocates only the probe and the result, with no lock
 /// held.
