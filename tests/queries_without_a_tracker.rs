@@ -21,8 +21,7 @@ fn the_child() {
 
 #[test]
 fn queries_without_a_tracker_say_once_that_nothing_is_counted() {
-    let exe = std::env::current_exe().expect("the test binary");
-    let out = Command::new(exe)
+    let out = Command::new(std::env::current_exe().expect("the test binary"))
         .args(["the_child", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
         .output()
