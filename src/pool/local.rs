@@ -14,7 +14,7 @@
 //!   a heap nobody uses (its owner has exited, or the shared heap while its lock is free) the
 //!   freeing thread frees them itself (`Pool::free_in_idle_heap`).
 
-use super::heap::{Counters, HeapState};
+use super::heap::{ArenaSource, Counters, HeapState};
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
@@ -56,6 +56,28 @@ impl Heap {
             counters: Counters::new(),
             state: UnsafeCell::new(HeapState::new(index)),
             remote: Padded(AtomicPtr::new(std::ptr::null_mut())),
+        }
+    }
+
+    /// Frees the blocks other threads pushed on the remote list, through `src` (the heap's pool,
+    /// or a source with its geometry).
+    ///
+    /// # Safety
+    /// The caller has exclusive access to the heap (it owns it or holds its lock).
+    #[inline]
+    pub unsafe fn drain<S: ArenaSource>(&self, src: &S) {
+        if self.remote.0.load(Ordering::Relaxed).is_null() {
+            return;
+        }
+        let mut p = self.remote.0.swap(std::ptr::null_mut(), Ordering::Acquire);
+        while !p.is_null() {
+            // SAFETY: blocks on the remote list are blocks of this heap given up by their
+            // freeing thread, linked through their first word; we have exclusive access.
+            unsafe {
+                let next = *(p as *mut *mut u8);
+                (*self.state.get()).free(src, &self.counters, p);
+                p = next;
+            }
         }
     }
 

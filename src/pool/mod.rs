@@ -51,14 +51,13 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// Each thread allocates from its own heap, a complete pymalloc state with its own arenas, so
 /// there is no lock on the allocation path. A block freed by a thread other than its heap's owner
 /// is pushed on that heap's lock-free remote list and really freed when the owner next allocates
-/// (or when [`Pool::stats`] reads the pool); when the owner has exited, or the block is the shared
+/// (or when the stats are read); when the owner has exited, or the block is the shared
 /// heap's and no thread holds that heap's lock, it is freed at once, with any blocks still waiting
 /// on the list (unless another thread is freeing into or reading that heap at that moment, or a
 /// fork is in progress: then it waits on the list too). When a thread exits its heap is adopted by
 /// the next thread that needs one; nothing is lost. Blocks pushed while the owner ran and not yet
-/// freed when it exits wait until then, or until another block is freed into that heap or
-/// `Pool::stats` runs: [`pool_stats`](crate::pool_stats), which cannot free them (it does not
-/// know the pool's inner allocator), counts them as in use meanwhile. With several threads:
+/// freed when it exits wait until then, or until another block is freed into that heap or the
+/// stats are read ([`Pool::stats`], [`pool_stats`](crate::pool_stats)). With several threads:
 /// * every counter is the sum over heaps; `arenas_*` are counted for the whole pool, but each heap
 ///   keeps its own arenas (and its own one wholly free arena), so more arenas are live than one
 ///   CPython heap would hold for the same blocks;
@@ -203,7 +202,7 @@ impl<A: GlobalAlloc> Pool<A> {
             if let Some(h) = core.heap(i) {
                 // SAFETY: `&mut self`: no other thread uses the pool or its heaps.
                 unsafe {
-                    self.drain(h);
+                    h.drain(self);
                     (*h.state.get()).check(&self.geo, &h.counters, &mut free)?;
                 }
             }
@@ -373,27 +372,6 @@ impl<A: GlobalAlloc> Pool<A> {
         None
     }
 
-    /// Frees the blocks other threads pushed on `heap`'s remote list.
-    ///
-    /// # Safety
-    /// The caller has exclusive access to `heap` (it owns it or holds its lock).
-    #[inline]
-    unsafe fn drain(&self, heap: &Heap) {
-        if heap.remote.0.load(Ordering::Relaxed).is_null() {
-            return;
-        }
-        let mut p = heap.remote.0.swap(ptr::null_mut(), Ordering::Acquire);
-        while !p.is_null() {
-            // SAFETY: blocks on the remote list are blocks of this heap given up by their
-            // freeing thread, linked through their first word; we have exclusive access.
-            unsafe {
-                let next = *(p as *mut *mut u8);
-                (*heap.state.get()).free(self, &heap.counters, p);
-                p = next;
-            }
-        }
-    }
-
     /// Frees `ptr`, a block of another thread's `heap`, at once when no thread uses that heap: its
     /// owner has exited, or it is the shared heap and its lock is free. The blocks waiting on the
     /// heap's remote list are freed too. Otherwise (`false`) the caller pushes the block on that
@@ -406,7 +384,7 @@ impl<A: GlobalAlloc> Pool<A> {
         let free = || {
             // SAFETY: the caller holds exclusive access to `heap` (below) and gives `ptr` up.
             unsafe {
-                self.drain(heap);
+                heap.drain(self);
                 (*heap.state.get()).free(self, &heap.counters, ptr);
             }
         };
@@ -442,27 +420,9 @@ impl<A: GlobalAlloc> Pool<A> {
         };
         if let Some(h) = local::cached(core.uid).or_else(|| local::cached_slow(core.uid)) {
             // SAFETY: the cached heap is the current thread's own heap of this pool.
-            unsafe { self.drain(&*h) };
+            unsafe { (*h).drain(self) };
         }
-        if let Some(h) = core.heap(0) {
-            if core.shared_lock.try_lock() {
-                // SAFETY: we hold the shared heap's lock.
-                unsafe { self.drain(h) };
-                core.shared_lock.unlock();
-            }
-        }
-        for h in (1..MAX_HEAPS).filter_map(|i| core.heap(i)) {
-            let o = h.owner.load(Ordering::Acquire);
-            if local::is_stale(o)
-                && h.owner
-                    .compare_exchange(o, OWNER_STATS, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                // SAFETY: owning the heap through `OWNER_STATS` gives exclusive access.
-                unsafe { self.drain(h) };
-                h.owner.store(o, Ordering::Release);
-            }
-        }
+        core.drain_idle(self);
         core.counters()
     }
 
@@ -564,7 +524,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
         // SAFETY: `ctx` gives this thread exclusive access to the heap; `idx < nclasses` because
         // `size <= max_small`.
         unsafe {
-            self.drain(ctx.heap);
+            ctx.heap.drain(self);
             (*ctx.heap.state.get()).alloc(self, &ctx.heap.counters, idx)
         }
     }

@@ -2,7 +2,8 @@
 //! `Pool` value may be moved between uses, and `pool_stats()` can reach it by address.
 
 use super::config::{Geometry, MAX_CLASSES};
-use super::local::{Heap, SpinLock, MAX_HEAPS};
+use super::heap::ArenaSource;
+use super::local::{self, Heap, SpinLock, FORK_PENDING, MAX_HEAPS, OWNER_STATS};
 use super::map::ArenaMap;
 use super::stats::RawStats;
 use std::ptr;
@@ -49,6 +50,34 @@ impl Core {
         let p = self.heaps.get(i)?.load(Ordering::Acquire);
         // SAFETY: heap slots hold null or a heap that lives as long as the core.
         unsafe { p.as_ref() }
+    }
+
+    /// Frees, through `src`, the blocks other threads freed into heaps that no thread is using:
+    /// the shared heap when its lock is free, and the heaps whose owner has exited (taken with
+    /// `OWNER_STATS` meanwhile). Not while a fork is pending: those blocks then wait.
+    pub fn drain_idle<S: ArenaSource>(&self, src: &S) {
+        if FORK_PENDING.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(h) = self.heap(0) {
+            if self.shared_lock.try_lock() {
+                // SAFETY: we hold the shared heap's lock.
+                unsafe { h.drain(src) };
+                self.shared_lock.unlock();
+            }
+        }
+        for h in (1..MAX_HEAPS).filter_map(|i| self.heap(i)) {
+            let o = h.owner.load(Ordering::Acquire);
+            if local::is_stale(o)
+                && h.owner
+                    .compare_exchange(o, OWNER_STATS, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                // SAFETY: owning the heap through `OWNER_STATS` gives exclusive access.
+                unsafe { h.drain(src) };
+                h.owner.store(o, Ordering::Release);
+            }
+        }
     }
 
     /// Counters summed over all heaps (no allocation, no lock, no draining).
