@@ -1,5 +1,6 @@
-//! `pool_stats()` frees the blocks other threads freed into the heap of a thread that has since
-//! exited, instead of counting them as in use until another thread takes that heap over.
+//! `pool_stats()` leaves out of its counts the blocks other threads freed into the heap of a thread
+//! that has since exited, instead of counting them as in use until another thread takes that heap
+//! over.
 
 use std::sync::mpsc;
 

@@ -50,14 +50,15 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// # Threads
 /// Each thread allocates from its own heap, a complete pymalloc state with its own arenas, so
 /// there is no lock on the allocation path. A block freed by a thread other than its heap's owner
-/// is pushed on that heap's lock-free remote list and really freed when the owner next allocates
-/// (or when the stats are read); when the owner has exited, or the block is the shared
+/// is pushed on that heap's lock-free remote list and really freed when the owner next allocates;
+/// when the owner has exited, or the block is the shared
 /// heap's and no thread holds that heap's lock, it is freed at once, with any blocks still waiting
 /// on the list (unless another thread is freeing into or reading that heap at that moment, or a
 /// fork is in progress: then it waits on the list too). When a thread exits its heap is adopted by
 /// the next thread that needs one; nothing is lost. Blocks pushed while the owner ran and not yet
-/// freed when it exits wait until then, or until another block is freed into that heap or the
-/// stats are read ([`Pool::stats`], [`pool_stats`](crate::pool_stats)). With several threads:
+/// freed when it exits wait until then, or until another block is freed into that heap or
+/// [`Pool::stats`] runs; [`pool_stats`](crate::pool_stats) leaves them out of its counts. With
+/// several threads:
 /// * every counter is the sum over heaps; `arenas_*` are counted for the whole pool, but each heap
 ///   keeps its own arenas (and its own one wholly free arena), so more arenas are live than one
 ///   CPython heap would hold for the same blocks;
@@ -406,7 +407,8 @@ impl<A: GlobalAlloc> Pool<A> {
         {
             return false;
         }
-        // Owning the heap through `OWNER_STATS` gives exclusive access, as in `raw_stats`.
+        // Owning the heap through `OWNER_STATS` gives exclusive access, as in
+        // `Core::with_idle_heaps`.
         free();
         heap.owner.store(o, Ordering::Release);
         true

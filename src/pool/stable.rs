@@ -2,7 +2,7 @@
 //! `Pool` value may be moved between uses, and `pool_stats()` can reach it by address.
 
 use super::config::{Geometry, MAX_CLASSES};
-use super::heap::ArenaSource;
+use super::heap::{ArenaSource, PoolHeader};
 use super::local::{self, Heap, SpinLock, FORK_PENDING, MAX_HEAPS, OWNER_STATS};
 use super::map::ArenaMap;
 use super::stats::RawStats;
@@ -52,17 +52,17 @@ impl Core {
         unsafe { p.as_ref() }
     }
 
-    /// Frees, through `src`, the blocks other threads freed into heaps that no thread is using:
-    /// the shared heap when its lock is free, and the heaps whose owner has exited (taken with
-    /// `OWNER_STATS` meanwhile). Not while a fork is pending: those blocks then wait.
-    pub fn drain_idle<S: ArenaSource>(&self, src: &S) {
+    /// Runs `f` on each heap that no thread is using, with exclusive access to it: the shared
+    /// heap when its lock is free, and the heaps whose owner has exited (taken with
+    /// `OWNER_STATS` meanwhile). Skipped when a fork is pending (a heap held at `OWNER_STATS`
+    /// across the fork could not be taken over in the child).
+    fn with_idle_heaps(&self, mut f: impl FnMut(&Heap)) {
         if FORK_PENDING.load(Ordering::Acquire) {
             return;
         }
         if let Some(h) = self.heap(0) {
             if self.shared_lock.try_lock() {
-                // SAFETY: we hold the shared heap's lock.
-                unsafe { h.drain(src) };
+                f(h);
                 self.shared_lock.unlock();
             }
         }
@@ -73,11 +73,41 @@ impl Core {
                     .compare_exchange(o, OWNER_STATS, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             {
-                // SAFETY: owning the heap through `OWNER_STATS` gives exclusive access.
-                unsafe { h.drain(src) };
+                f(h);
                 h.owner.store(o, Ordering::Release);
             }
         }
+    }
+
+    /// Frees, through `src` (the pool), the blocks other threads freed into heaps that no thread
+    /// is using.
+    pub fn drain_idle<S: ArenaSource>(&self, src: &S) {
+        // SAFETY: `with_idle_heaps` gives exclusive access to each heap it passes.
+        self.with_idle_heaps(|h| unsafe { h.drain(src) });
+    }
+
+    /// Takes out of `raw`'s blocks in use the blocks other threads freed into heaps that no
+    /// thread is using, which wait on those heaps' remote lists: counted, not freed, for a reader
+    /// that does not know the pool's inner allocator (freeing can give an arena back to it), so
+    /// that reading changes nothing in the pool.
+    pub fn uncount_idle_remote(&self, raw: &mut RawStats) {
+        let pool_mask = !(self.geo.pool_size - 1);
+        self.with_idle_heaps(|h| {
+            let mut p = h.remote.0.load(Ordering::Acquire);
+            while !p.is_null() {
+                // SAFETY: with exclusive access to the heap no thread drains its list meanwhile,
+                // and other threads' pushes only add blocks above the head read here; each block
+                // on the list is a block of one of this heap's pools (whose header starts the
+                // pool-aligned address below it), given up by its freeing thread, and links to
+                // the next through its first word.
+                unsafe {
+                    let pool = (p as usize & pool_mask) as *const PoolHeader;
+                    let class = (*pool).szidx as usize & (MAX_CLASSES - 1);
+                    raw.blocks[class] = raw.blocks[class].wrapping_sub(1);
+                    p = *(p as *const *mut u8);
+                }
+            }
+        });
     }
 
     /// Counters summed over all heaps (no allocation, no lock, no draining).

@@ -2,10 +2,8 @@
 //! `fork()`), and `pool_stats()`.
 
 use super::config::{Geometry, MAX_CLASSES};
-use super::heap::ArenaSource;
 use super::local::{SpinLock, FORK_PENDING};
 use super::stable::Core;
-use std::alloc::System;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
@@ -264,14 +262,16 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// never own the probe, so they are never mistaken for the global one. The probe is freed before
 /// the counters are read.
 ///
-/// As [`Pool::stats`](crate::Pool::stats) does, this first frees the blocks other threads freed
-/// into heaps no thread is using (the heap of a thread that has exited, the shared heap when its
-/// lock is free). It does not know the pool's inner allocator, so an arena those frees leave empty
-/// stays reserved, with its heap, which reuses it, where `Pool::stats` would give it back. A block
-/// freed into the heap of a running thread counts as in use until that thread next allocates.
+/// The blocks other threads freed into heaps no thread is using (the heap of a thread that has
+/// exited, the shared heap when its lock is free) are not counted as in use, though they still
+/// wait on those heaps' lists: [`Pool::stats`](crate::Pool::stats) frees them, which can give an
+/// arena back to the inner allocator; this one, which does not know that allocator, only leaves
+/// them out of the counts, so that reading changes nothing in the pool (their pools stay in use
+/// until the blocks are freed). A block freed into the heap of a running thread counts as in use
+/// until that thread next allocates.
 /// Counters read while other threads allocate can be a moment apart: a class may show a block in
-/// use in a pool just given back. Never deadlocks (it waits for no lock and no heap); allocates
-/// only the probe and the result, with no lock held.
+/// use in a pool just given back. Never deadlocks (it waits only for the registry of pools, which
+/// no allocation holds); allocates only the probe and the result, with no lock held.
 ///
 /// ```
 /// // Here the global allocator is `System`, so there is no global pool.
@@ -326,46 +326,18 @@ pub(crate) fn global_pool() -> Option<Entry> {
 static GLOBAL_CORE: AtomicUsize = AtomicUsize::new(0);
 static GLOBAL_UID: AtomicU64 = AtomicU64::new(0);
 
-/// The counters of the pool `e`, if it is still registered, after freeing the blocks other
-/// threads freed into heaps no thread is using (see `KeepArenas`).
+/// The counters of the pool `e`, if it is still registered, without the blocks other threads
+/// freed into heaps no thread is using (see `Core::uncount_idle_remote`).
 fn counters_of(e: Entry) -> Option<RawStats> {
     with_registry(|mut cores| {
         cores
             .find(|c| *c as *const Core as usize == e.core && c.uid == e.uid)
             .map(|c| {
-                c.drain_idle(&KeepArenas(Geometry {
-                    release: false,
-                    ..c.geo
-                }));
-                c.counters()
+                let mut raw = c.counters();
+                c.uncount_idle_remote(&mut raw);
+                raw
             })
     })
-}
-
-/// Frees blocks into a pool's heaps without its inner allocator, which `pool_stats` does not know:
-/// its geometry releases no arena (as `PoolConfig::CPYTHON_LEGACY`'s does not), so an arena the
-/// frees leave empty stays with its heap, which reuses it, and the pool is never asked to return
-/// or get one. Freeing never allocates either.
-struct KeepArenas(Geometry);
-
-impl ArenaSource for KeepArenas {
-    type Inner = System;
-
-    fn inner(&self) -> &System {
-        &System
-    }
-
-    fn geo(&self) -> &Geometry {
-        &self.0
-    }
-
-    fn arena_alloc(&self) -> *mut u8 {
-        ptr::null_mut()
-    }
-
-    unsafe fn arena_free(&self, _base: *mut u8) {
-        // Never called: with `release` off, freeing keeps every arena.
-    }
 }
 
 /// The registered pool whose arenas hold a probe allocated through the global allocator.
