@@ -268,6 +268,12 @@ mod tests {
     }
 
     #[test]
+    fn a_tag_beyond_its_field_does_not_spill_into_the_site() {
+        let h = Header::exact(7).with(4, 64 + 3);
+        assert_eq!((h.site(), h.tag(), h.epoch()), (4, 3, 7));
+    }
+
+    #[test]
     fn a_block_born_65536_checkpoints_ago_is_not_taken_for_a_young_one() {
         let old = Header::exact(5);
         let now = Header::exact(5 + 65_536);
