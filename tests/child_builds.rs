@@ -102,6 +102,18 @@ fn without_frame_pointers_and_with_legacy_mangling_sites_and_types_are_still_rig
         run.stdout
     );
     assert_eq!(blocks(&run, "(unknown)"), 0, "{}", run.stdout);
+    let unwound = rows(&run, "unwound");
+    let [(captures, general)] = unwound[..] else {
+        panic!("no unwound line: {}", run.stdout)
+    };
+    assert!(captures > 0, "{}", run.stdout);
+    if cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+        assert_eq!(
+            general, "0",
+            "the cached unwinder makes every capture: {}",
+            run.stdout
+        );
+    }
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! `stp x29, x30, [sp, #-n]!; mov x29, sp` (aarch64), so the frame-pointer register points at a
 //! two-word *frame record*: the caller's frame pointer, then the return address. Walking that
 //! linked list costs a couple of loads per frame, a few nanoseconds for a 20-frame stack, against
-//! microseconds for a DWARF unwinder.
+//! microseconds for a general DWARF unwinder (and a table lookup more per frame for the cached one
+//! in `cfi.rs`).
 //!
 //! # What was measured about std (rustc 1.95, x86_64-unknown-linux-gnu)
 //!
@@ -28,8 +29,10 @@
 //!    pointers the register holds whatever an outer frame left there, and that test fails (the
 //!    register is checked to lie within the stack before it is dereferenced). Since `RUSTFLAGS`
 //!    applies to every crate of a build, heapdelta's answer is the user's answer. On failure every
-//!    capture uses `backtrace::trace_unsynchronized` and one hint is written to stderr (with
-//!    `libc::write`, so nothing is allocated).
+//!    capture uses an unwinder, and one hint is written to stderr (with `libc::write`, so nothing
+//!    is allocated). On x86_64 Linux that is the walk of `cfi.rs`, which keeps each return
+//!    address's call-frame-information rule in a table and leaves what it cannot handle to the
+//!    general unwinder, `backtrace::trace_unsynchronized`; elsewhere, the general one.
 //! 2. **On every walk**, each step is validated: the next frame pointer must be aligned, strictly
 //!    above the current one and inside the thread's stack (bounds cached per thread), and the
 //!    return address must be plausible (not in the first page). A chain that breaks *before the
@@ -59,7 +62,7 @@
 //! --release --lib`): the probe reports their absence, the hint is printed once, and every
 //! capture test passes through the unwinder.
 //!
-//! Other architectures always use the unwinder.
+//! Other architectures always use the general unwinder.
 
 use std::cell::Cell;
 
@@ -74,7 +77,8 @@ pub(crate) const NEAR_STACK_TOP: usize = 256 * 1024;
 
 /// The hint written once to stderr when frame pointers are missing.
 const HINT: &[u8] = b"heapdelta: this program was built without frame pointers; call sites are \
-captured with the unwinder, microseconds per allocation instead of nanoseconds. Build with \
+captured by unwinding the stack with its DWARF call-frame information, several times the cost of \
+walking frame pointers (on x86_64 Linux; microseconds per allocation on other targets). Build with \
 `-C force-frame-pointers=yes`, e.g. in .cargo/config.toml: [build] rustflags = [\"-C\", \
 \"force-frame-pointers=yes\"], or sample (CallSites::Sampled, HEAPDELTA=sites=sampled:N)\n";
 
@@ -82,6 +86,10 @@ static HINT_PRINTED: AtomicBool = AtomicBool::new(false);
 
 /// Captures that used the unwinder (slow path only, so the counter costs the fast path nothing).
 static UNWOUND: AtomicU64 = AtomicU64::new(0);
+
+/// Of those, the captures the general unwinder (`backtrace`) made: on x86_64 Linux, those the
+/// cached one (`cfi.rs`) left to it.
+static GENERAL_UNWINDS: AtomicU64 = AtomicU64::new(0);
 
 /// 0 = not probed yet, 1 = frame pointers present, 2 = absent.
 static FP_STATE: AtomicU8 = AtomicU8::new(0);
@@ -133,7 +141,9 @@ pub(crate) fn set_chain_end(fp: usize) {
 /// reentrancy guard, so that is not recorded).
 #[inline(never)]
 pub fn capture(out: &mut [usize], skip: usize) -> usize {
-    capture_hashed_here(out, skip).0
+    // Without frame pointers the unused hash is dropped, and the call to the unwinder would
+    // become a tail jump, removing this frame, which the unwinder drops (see `capture_unwind`).
+    std::hint::black_box(capture_hashed_here(out, skip).0)
 }
 
 /// [`capture`], also returning `intern::hash_stack` of the captured stack, computed during the
@@ -319,9 +329,15 @@ pub fn unwound_count() -> u64 {
     UNWOUND.load(Ordering::Relaxed)
 }
 
-/// Captures with the DWARF unwinder (`backtrace::trace_unsynchronized`), for code without frame
-/// pointers. The result lines up with the frame-pointer walk's: the first address lies in the
-/// function that called this one (or `capture`), after `skip` more frames are dropped.
+/// How many of the [`unwound_count`] captures the general unwinder made (see `GENERAL_UNWINDS`).
+pub fn general_unwind_count() -> u64 {
+    GENERAL_UNWINDS.load(Ordering::Relaxed)
+}
+
+/// Captures with a DWARF unwinder, for code without frame pointers: the cached walk of `cfi.rs` on
+/// x86_64 Linux, and the general unwinder (`backtrace::trace_unsynchronized`) elsewhere or where
+/// that walk gives up. The result lines up with the frame-pointer walk's: the first address lies
+/// in the function that called this one (or `capture`), after `skip` more frames are dropped.
 #[inline(never)]
 pub fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
     let n = capture_unwind_from(out, skip);
@@ -335,6 +351,16 @@ pub fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
 /// `capture_into` is inlined into), then `skip` more.
 #[inline(never)]
 fn capture_unwind_from(out: &mut [usize], skip: usize) -> usize {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let mut regs = super::cfi::Registers::default();
+        super::cfi::registers(&mut regs);
+        // This function's frame, its caller's, then `skip` more.
+        if let Some(n) = super::cfi::walk(&regs, stack_bounds(), out, skip.saturating_add(2)) {
+            return n;
+        }
+    }
+    GENERAL_UNWINDS.fetch_add(1, Ordering::Relaxed);
     let me = capture_unwind_from as fn(&mut [usize], usize) -> usize as usize;
     let mut n = 0usize;
     let mut seen_self = false;

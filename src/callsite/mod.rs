@@ -8,6 +8,8 @@
 
 mod buffer;
 mod capture;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod cfi;
 mod intern;
 mod sampler;
 mod site;
@@ -26,7 +28,9 @@ pub(crate) use symbols::resolve;
 #[doc(hidden)]
 pub mod internals {
     pub use super::buffer::live_buffers;
-    pub use super::capture::{capture, capture_hashed, capture_unwind, unwound_count};
+    pub use super::capture::{
+        capture, capture_hashed, capture_unwind, general_unwind_count, unwound_count,
+    };
     pub use super::intern::{intern, intern_hashed};
     pub use super::symbols::resolve;
     /// Runs a closure as heapdelta's own work (its allocations not counted).

@@ -1,0 +1,495 @@
+//! A DWARF call-frame-information unwinder that remembers each return address's rule, for code
+//! built without frame pointers (x86_64 Linux).
+//!
+//! The general unwinder (`backtrace`, that is libgcc's `_Unwind_Backtrace`) finds and interprets
+//! the call-frame information of every frame anew: microseconds per capture. But a program
+//! allocates from a bounded set of return addresses, and at a return address (just after a call)
+//! nearly every function's rule has one shape: the caller's stack pointer (the *CFA*) is `rsp` or
+//! `rbp` plus a constant, the return address is stored just below it, and `rbp` is either left
+//! alone or saved at a constant offset from it. Such a rule packs into the word that also holds
+//! its address, so after the first capture through an address, unwinding its frame is a table
+//! lookup and two or three loads.
+//!
+//! A frame whose rule has another shape (a signal trampoline, a DWARF expression, a register kept
+//! in another register), an address without call-frame information (generated code) and a stack
+//! that looks wrong (a CFA outside the thread's stack or not above the frame) make [`walk`] give
+//! up: the caller then uses the general unwinder, which handles them. Rules are found with
+//! `gimli`, without allocating, inside `dl_iterate_phdr`'s callback, so no library is unloaded
+//! while its tables are read. A library unloaded later leaves its rules in the table; another one loaded at the same
+//! addresses can then get wrong frames, never a read outside the thread's stack.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gimli::{
+    BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, Pointer, Register, RegisterRule,
+    UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
+};
+
+/// The registers a walk starts from: those of the function that called [`registers`], as they
+/// are when the call returns.
+#[repr(C)]
+#[derive(Default)]
+pub struct Registers {
+    /// The return address into the calling function.
+    ip: usize,
+    /// The stack pointer after the return.
+    sp: usize,
+    /// The frame-pointer register (`rbp`), which the call leaves as it was.
+    bp: usize,
+}
+
+/// The caller's registers as they will be when this call returns (it sets up no frame).
+// SAFETY: the body follows the C calling convention the signature declares: it writes the three
+// words of the `Registers` that `rdi` points to (the caller passes a valid, writable one), reads
+// only the return address at `[rsp]`, changes no callee-saved register and returns.
+#[unsafe(naked)]
+pub extern "C" fn registers(out: &mut Registers) {
+    std::arch::naked_asm!(
+        "mov rax, [rsp]",
+        "mov [rdi], rax",
+        "lea rax, [rsp + 8]",
+        "mov [rdi + 8], rax",
+        "mov [rdi + 16], rbp",
+        "ret",
+    )
+}
+
+/// How to find a frame's caller from a return address into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rule {
+    /// The CFA is `rbp` (`from_bp`) or `rsp` plus `cfa_words` words; the return address is the
+    /// word below it; `rbp` is saved `bp_words` words below it, or left alone when 0.
+    Step {
+        from_bp: bool,
+        cfa_words: u8,
+        bp_words: u8,
+    },
+    /// The frame has no caller: the outermost one (`_start`, a thread's `clone`).
+    Outermost,
+    /// The general unwinder must do it.
+    Unknown,
+}
+
+/// Return addresses lie below 2^47 (x86_64 user space), the low bits of a table entry.
+const ADDRESS_BITS: u32 = 47;
+const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
+/// Entries of the rule table, direct-mapped by address.
+const TABLE_SIZE: usize = 1 << 14;
+
+/// Each entry: the return address in bits 0–46, `from_bp` in bit 47, `cfa_words` in 48–55 and
+/// `bp_words` in 56–63; with `cfa_words` 0, `from_bp` 0 means `Outermost` and 1 `Unknown`. Zero
+/// is no entry (no return address is 0). One word, so readers on other threads see an entry whole.
+static RULES: [AtomicU64; TABLE_SIZE] = [const { AtomicU64::new(0) }; TABLE_SIZE];
+
+fn slot(ip: usize) -> &'static AtomicU64 {
+    let i = (ip ^ (ip >> 14)) % TABLE_SIZE;
+    &RULES[i]
+}
+
+fn encode(ip: usize, rule: Rule) -> u64 {
+    let ip = ip as u64;
+    let (from_bp, cfa, bp) = match rule {
+        Rule::Step {
+            from_bp,
+            cfa_words,
+            bp_words,
+        } => (from_bp, cfa_words, bp_words),
+        Rule::Outermost => (false, 0, 0),
+        Rule::Unknown => (true, 0, 0),
+    };
+    ip | u64::from(from_bp) << 47 | u64::from(cfa) << 48 | u64::from(bp) << 56
+}
+
+fn decode(entry: u64) -> Rule {
+    let from_bp = entry >> 47 & 1 == 1;
+    let cfa_words = (entry >> 48) as u8;
+    match (cfa_words, from_bp) {
+        (0, false) => Rule::Outermost,
+        (0, true) => Rule::Unknown,
+        _ => Rule::Step {
+            from_bp,
+            cfa_words,
+            bp_words: (entry >> 56) as u8,
+        },
+    }
+}
+
+/// The rule for return address `ip`, from the table or else found and remembered.
+fn rule_for(ip: usize) -> Rule {
+    if ip as u64 & !ADDRESS_MASK != 0 {
+        return Rule::Unknown;
+    }
+    let slot = slot(ip);
+    let entry = slot.load(Ordering::Relaxed);
+    if entry & ADDRESS_MASK == ip as u64 {
+        return decode(entry);
+    }
+    let rule = find_rule(ip);
+    slot.store(encode(ip, rule), Ordering::Relaxed);
+    rule
+}
+
+/// Walks the stack from `regs` (taken by [`registers`] in the calling function, which is still
+/// running), writing the return addresses into `out` after dropping the first `drop` frames (the
+/// first is that of the function that took `regs`); `stack` is the thread's `(low, high)` stack
+/// bounds. Returns how many were written, or `None` when the general unwinder must do it (see the
+/// module docs).
+pub fn walk(
+    regs: &Registers,
+    stack: (usize, usize),
+    out: &mut [usize],
+    drop: usize,
+) -> Option<usize> {
+    let (low, high) = stack;
+    let (mut ip, mut sp, mut bp) = (regs.ip, regs.sp, regs.bp);
+    if !(low < sp && sp < high && sp % 8 == 0) {
+        return None;
+    }
+    let mut n = 0;
+    let mut dropped = 0;
+    loop {
+        if dropped < drop {
+            dropped += 1;
+        } else {
+            let Some(slot) = out.get_mut(n) else {
+                return Some(n);
+            };
+            *slot = ip;
+            n += 1;
+        }
+        let (from_bp, cfa_words, bp_words) = match rule_for(ip) {
+            Rule::Step {
+                from_bp,
+                cfa_words,
+                bp_words,
+            } => (from_bp, cfa_words, bp_words),
+            Rule::Outermost => return Some(n),
+            Rule::Unknown => return None,
+        };
+        let base = if from_bp { bp } else { sp };
+        let cfa = base.checked_add(usize::from(cfa_words) * 8)?;
+        // The words read below lie between `sp` and `cfa`, inside the thread's stack.
+        let saved_bp = cfa.checked_sub(usize::from(bp_words) * 8)?;
+        if cfa <= sp || cfa > high || cfa % 8 != 0 || saved_bp < sp {
+            return None;
+        }
+        // SAFETY: `sp` and `cfa` are 8-aligned (every `sp` is the first one or an earlier `cfa`)
+        // and `sp < cfa <= high`, so `cfa - 8` is an aligned word in `[sp, high)`: this thread's
+        // stack, mapped while the thread runs, at or above the current frame.
+        let ra = unsafe { ((cfa - 8) as *const usize).read() };
+        if bp_words != 0 {
+            // SAFETY: as above: `saved_bp`, `cfa` less a whole number of words, is aligned, at
+            // least `sp` (checked above) and below `cfa`, so within `[sp, high)`.
+            bp = unsafe { (saved_bp as *const usize).read() };
+        }
+        sp = cfa;
+        ip = ra;
+        if ip < 4096 {
+            return Some(n);
+        }
+    }
+}
+
+/// Storage for the unwind-table evaluation on the stack, so that finding a rule allocates
+/// nothing: x86_64 code gives rules for its 16 general registers and the return address, and
+/// nests `DW_CFA_remember_state` shallowly; a function that needs more is left to the general
+/// unwinder (gimli returns an error).
+struct OnStack;
+
+impl<T: gimli::ReaderOffset> UnwindContextStorage<T> for OnStack {
+    type Rules = [(Register, RegisterRule<T>); 24];
+    type Stack = [UnwindTableRow<T, Self>; 2];
+}
+
+/// What `dl_iterate_phdr`'s callback is asked and answers.
+struct Search {
+    ip: usize,
+    rule: Rule,
+}
+
+/// Finds the rule for return address `ip` in the call-frame information of the loaded object
+/// that holds it.
+#[cold]
+#[inline(never)]
+fn find_rule(ip: usize) -> Rule {
+    let mut search = Search {
+        ip,
+        rule: Rule::Unknown,
+    };
+    // SAFETY: `callback` has the signature `dl_iterate_phdr` expects and only uses `data` as the
+    // `Search` passed here, which outlives the call.
+    unsafe {
+        libc::dl_iterate_phdr(
+            Some(callback),
+            (&mut search as *mut Search).cast::<libc::c_void>(),
+        );
+    }
+    search.rule
+}
+
+/// `dl_iterate_phdr`'s callback: for the object whose loaded segments hold the address, reads
+/// the rule from its `.eh_frame_hdr` and `.eh_frame` (while the loader's lock keeps it loaded)
+/// and stops the iteration (non-zero).
+unsafe extern "C" fn callback(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: `data` is the `Search` `find_rule` passed, and `info` describes a loaded object
+    // whose `dlpi_phnum` program headers start at `dlpi_phdr`, as `dl_iterate_phdr` guarantees.
+    let (search, info) = unsafe { (&mut *data.cast::<Search>(), &*info) };
+    let phdrs = if info.dlpi_phdr.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
+    };
+    let base = info.dlpi_addr as usize;
+    let segment = |p: &libc::Elf64_Phdr| {
+        let start = base.wrapping_add(p.p_vaddr as usize);
+        (start, start.wrapping_add(p.p_memsz as usize))
+    };
+    let loads = || {
+        phdrs
+            .iter()
+            .filter(|p| p.p_type == libc::PT_LOAD)
+            .map(segment)
+    };
+    if !loads().any(|(start, end)| (start..end).contains(&search.ip)) {
+        return 0;
+    }
+    if let Some(hdr) = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME) {
+        let (start, end) = segment(hdr);
+        // SAFETY: the `PT_GNU_EH_FRAME` segment of a loaded object is mapped and readable, and
+        // stays so while the loader's lock is held (for the rest of this callback).
+        let hdr = unsafe { std::slice::from_raw_parts(start as *const u8, end - start) };
+        let frame_end = |at: usize| {
+            loads()
+                .find(|(start, end)| (*start..*end).contains(&at))
+                .map(|(_, end)| end)
+        };
+        search.rule = rule_in(search.ip, hdr, start, frame_end);
+    }
+    1
+}
+
+/// The rule for return address `ip` from the object's `.eh_frame_hdr` section (`hdr`, at
+/// address `hdr_at`); `frame_end` gives the end of the loaded segment that holds an address (the
+/// `.eh_frame` section), if any does.
+fn rule_in(
+    ip: usize,
+    hdr: &[u8],
+    hdr_at: usize,
+    frame_end: impl Fn(usize) -> Option<usize>,
+) -> Rule {
+    let bases = BaseAddresses::default().set_eh_frame_hdr(hdr_at as u64);
+    let Ok(parsed) = EhFrameHdr::new(hdr, NativeEndian).parse(&bases, 8) else {
+        return Rule::Unknown;
+    };
+    let Pointer::Direct(frame_at) = parsed.eh_frame_ptr() else {
+        return Rule::Unknown;
+    };
+    let frame_at = frame_at as usize;
+    let Some(end) = frame_end(frame_at) else {
+        return Rule::Unknown;
+    };
+    // SAFETY: `.eh_frame` lies in a loaded segment of the object, mapped and readable to the
+    // segment's end while the loader's lock is held; the parser reads no further than its
+    // length fields say, within that.
+    let frame = unsafe { std::slice::from_raw_parts(frame_at as *const u8, end - frame_at) };
+    let frame = EhFrame::new(frame, NativeEndian);
+    let bases = bases.set_eh_frame(frame_at as u64);
+    let Some(table) = parsed.table() else {
+        return Rule::Unknown;
+    };
+    // The call instruction's address, inside the caller even when the call is its last one.
+    let at = ip.saturating_sub(1) as u64;
+    let Ok(fde) = table.fde_for_address(&frame, &bases, at, EhFrame::cie_from_offset) else {
+        return Rule::Unknown;
+    };
+    if fde.cie().is_signal_trampoline() || fde.cie().return_address_register() != X86_64::RA {
+        return Rule::Unknown;
+    }
+    let mut ctx = UnwindContext::<_, OnStack>::new_in();
+    let Ok(row) = fde.unwind_info_for_address(&frame, &bases, &mut ctx, at) else {
+        return Rule::Unknown;
+    };
+    rule_of(
+        row.cfa(),
+        row.register(X86_64::RA),
+        row.register(X86_64::RBP),
+    )
+}
+
+/// The rule a row of the unwind table gives, from its CFA rule and those of the return address
+/// and `rbp` (`None`: the default, left alone).
+fn rule_of<T: gimli::ReaderOffset>(
+    cfa: &CfaRule<T>,
+    ra: Option<RegisterRule<T>>,
+    bp: Option<RegisterRule<T>>,
+) -> Rule {
+    match ra {
+        Some(RegisterRule::Offset(-8)) => {}
+        Some(RegisterRule::Undefined) => return Rule::Outermost,
+        _ => return Rule::Unknown,
+    }
+    let (from_bp, offset) = match *cfa {
+        CfaRule::RegisterAndOffset { register, offset } if register == X86_64::RSP => {
+            (false, offset)
+        }
+        CfaRule::RegisterAndOffset { register, offset } if register == X86_64::RBP => {
+            (true, offset)
+        }
+        _ => return Rule::Unknown,
+    };
+    let Some(cfa_words) = words(offset) else {
+        return Rule::Unknown;
+    };
+    let bp_words = match bp {
+        None | Some(RegisterRule::SameValue) => 0,
+        Some(RegisterRule::Offset(offset)) => match words(-offset) {
+            Some(w) => w,
+            None => return Rule::Unknown,
+        },
+        Some(_) => return Rule::Unknown,
+    };
+    Rule::Step {
+        from_bp,
+        cfa_words,
+        bp_words,
+    }
+}
+
+/// `bytes` as a number of words from 1 to 255, if it is one.
+fn words(bytes: i64) -> Option<u8> {
+    if bytes <= 0 || bytes % 8 != 0 {
+        return None;
+    }
+    u8::try_from(bytes / 8).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::callsite::capture::stack_bounds;
+
+    /// The stack above this function's caller, by `walk` and by the general unwinder.
+    #[inline(never)]
+    fn both_captures() -> (Option<Vec<usize>>, Vec<usize>) {
+        let mut regs = Registers::default();
+        registers(&mut regs);
+        let mut out = [0usize; 128];
+        let walked = walk(&regs, stack_bounds(), &mut out, 2).map(|n| out[..n].to_vec());
+        let me = both_captures as fn() -> (Option<Vec<usize>>, Vec<usize>) as usize;
+        let (mut seen_me, mut to_skip, mut general) = (false, 1, Vec::new());
+        backtrace::trace(|frame| {
+            if !seen_me {
+                seen_me = frame.symbol_address() as usize == me;
+            } else if to_skip > 0 {
+                to_skip -= 1;
+            } else if !frame.ip().is_null() {
+                // (It ends with a frame at address 0, where `walk` stops.)
+                general.push(frame.ip() as usize);
+            }
+            general.len() < out.len()
+        });
+        (walked, general)
+    }
+
+    #[inline(never)]
+    fn nested(depth: usize) -> (Option<Vec<usize>>, Vec<usize>) {
+        let r = if depth == 0 {
+            both_captures()
+        } else {
+            nested(depth - 1)
+        };
+        std::hint::black_box(r)
+    }
+
+    #[test]
+    fn the_cached_walk_gives_the_general_unwinders_stack() {
+        for _ in 0..2 {
+            let (walked, general) = nested(5);
+            assert!(general.len() > 6, "{general:x?}");
+            assert_eq!(walked.as_ref(), Some(&general));
+        }
+    }
+
+    #[test]
+    fn the_cached_walk_gives_the_general_unwinders_stack_on_a_new_thread() {
+        let (walked, general) = std::thread::spawn(|| nested(3)).join().unwrap();
+        assert_eq!(walked.as_ref(), Some(&general));
+    }
+
+    #[test]
+    fn a_rule_survives_its_table_entry() {
+        let ip = 0x5555_1234_5678;
+        for rule in [
+            Rule::Step {
+                from_bp: false,
+                cfa_words: 1,
+                bp_words: 0,
+            },
+            Rule::Step {
+                from_bp: true,
+                cfa_words: 2,
+                bp_words: 2,
+            },
+            Rule::Step {
+                from_bp: false,
+                cfa_words: 255,
+                bp_words: 255,
+            },
+            Rule::Outermost,
+            Rule::Unknown,
+        ] {
+            let entry = encode(ip, rule);
+            assert_eq!(entry & ADDRESS_MASK, ip as u64);
+            assert_eq!(decode(entry), rule);
+        }
+    }
+
+    #[test]
+    fn a_cfa_offset_that_is_not_whole_words_is_left_to_the_general_unwinder() {
+        let ra = Some(RegisterRule::<usize>::Offset(-8));
+        let cfa = |offset| CfaRule::RegisterAndOffset {
+            register: X86_64::RSP,
+            offset,
+        };
+        assert_eq!(rule_of(&cfa(12), ra.clone(), None), Rule::Unknown);
+        assert_eq!(rule_of(&cfa(8 * 256), ra.clone(), None), Rule::Unknown);
+        assert_eq!(
+            rule_of(&cfa(48), ra, Some(RegisterRule::Offset(-16))),
+            Rule::Step {
+                from_bp: false,
+                cfa_words: 6,
+                bp_words: 2
+            }
+        );
+    }
+
+    #[test]
+    fn an_undefined_return_address_ends_the_stack() {
+        let cfa = CfaRule::<usize>::RegisterAndOffset {
+            register: X86_64::RSP,
+            offset: 8,
+        };
+        assert_eq!(
+            rule_of(&cfa, Some(RegisterRule::Undefined), None),
+            Rule::Outermost
+        );
+    }
+
+    #[test]
+    fn a_register_kept_in_another_register_is_left_to_the_general_unwinder() {
+        let cfa = CfaRule::<usize>::RegisterAndOffset {
+            register: X86_64::RSP,
+            offset: 16,
+        };
+        let ra = Some(RegisterRule::Offset(-8));
+        assert_eq!(
+            rule_of(&cfa, ra, Some(RegisterRule::Register(X86_64::RBX))),
+            Rule::Unknown
+        );
+    }
+}
