@@ -4,7 +4,7 @@
 //! | key | values | meaning |
 //! | --- | --- | --- |
 //! | `sites` | `exact`, `off`, `sampled:BYTES` | call-site mode ([`CallSites`]) |
-//! | `depth` | 1 to 64 | frames kept per call site |
+//! | `depth` | 0 to 64 | frames kept per call site (0: none) |
 //! | `report` | a path | at exit, write the timeline and a final snapshot there (JSON) |
 //! | `every` | seconds, at least 0.1, e.g. `10`, `0.5` or `10s` | take a checkpoint automatically at that interval |
 //! | `keep` | a number of checkpoints, at least 2 | keep the first checkpoint and the latest, dropping the ones between |
@@ -124,8 +124,8 @@ fn parse_sites(val: &str) -> Result<CallSites, String> {
 
 fn parse_depth(val: &str) -> Result<usize, String> {
     match val.parse::<usize>() {
-        Ok(d) if (1..=MAX_DEPTH).contains(&d) => Ok(d),
-        _ => Err(format!("expected a number of frames from 1 to {MAX_DEPTH}")),
+        Ok(d) if d <= MAX_DEPTH => Ok(d),
+        _ => Err(format!("expected a number of frames from 0 to {MAX_DEPTH}")),
     }
 }
 
@@ -199,8 +199,9 @@ pub(crate) fn effective(mode: CallSites, depth: usize) -> (CallSites, usize) {
             },
             _ => mode,
         };
+        // The depth is stored plus one (see `pack`): 0 keeps the static one.
         let d = ((packed >> 2) & 0x7F) as usize;
-        (mode, if d == 0 { depth } else { d })
+        (mode, d.checked_sub(1).unwrap_or(depth))
     };
     let mean = match mode {
         CallSites::Sampled { mean_bytes } => mean_bytes.saturating_add(1),
@@ -242,7 +243,8 @@ fn pack(config: &Config) -> u64 {
         Some(CallSites::Off) => (2, 0),
         Some(CallSites::Sampled { mean_bytes }) => (3, mean_bytes.min(u64::MAX >> 9)),
     };
-    let depth = config.depth.unwrap_or(0).min(MAX_DEPTH) as u64;
+    // The depth plus one, so that 0 says "no override" and a depth of 0 can be one.
+    let depth = config.depth.map_or(0, |d| d.min(MAX_DEPTH) as u64 + 1);
     if mode == 0 && depth == 0 {
         return 0;
     }
@@ -542,8 +544,12 @@ mod tests {
     }
 
     #[test]
+    fn depth_zero_keeps_no_frame_as_tracker_depth_zero_does() {
+        assert_eq!(ok("depth=0").depth, Some(0));
+    }
+
+    #[test]
     fn out_of_range_values_are_rejected() {
-        assert_eq!(bad("depth=0").0.depth, None);
         assert_eq!(bad("depth=65").0.depth, None);
         assert_eq!(bad("sites=sampled:0").0.sites, None);
         assert_eq!(bad("every=0").0.every, None);
