@@ -1,11 +1,13 @@
 //! Cost of capturing a call stack (frame-pointer walk), of capture + interning of a known stack,
-//! and of the unwinder fallback, at realistic depths; and of a `malloc` + `free` through a tracker
-//! with exact call sites from the same place over and over, where the stack is replayed rather
-//! than walked (`callsite/buffer.rs`).
+//! and of the unwinder fallback (the cached walk of `callsite/cfi.rs` on x86_64 Linux, and the
+//! general unwinder it falls back to), at realistic depths; and of a `malloc` + `free` through a
+//! tracker with exact call sites from the same place over and over, where the stack is replayed
+//! rather than walked (`callsite/buffer.rs`).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use heapdelta::__internals::{
-    capture, capture_hashed, capture_unwind, intern, intern_hashed, unwound_count,
+    capture, capture_general_unwind, capture_hashed, capture_unwind, intern, intern_hashed,
+    unwound_count,
 };
 use heapdelta::Tracker;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -95,6 +97,14 @@ fn benches(c: &mut Criterion) {
                 b.iter(|| {
                     let mut out = [0usize; 32];
                     black_box(capture_unwind(&mut out, 0))
+                })
+            });
+        });
+        nest(extra, &mut || {
+            group.bench_function(BenchmarkId::new("general unwinder capture", depth), |b| {
+                b.iter(|| {
+                    let mut out = [0usize; 32];
+                    black_box(capture_general_unwind(&mut out, 0))
                 })
             });
         });

@@ -284,7 +284,7 @@ fn capture_hashed_here(out: &mut [usize], skip: usize) -> (usize, u64) {
         }
     }
     UNWOUND.fetch_add(1, Ordering::Relaxed);
-    let n = capture_unwind_from(out, skip);
+    let n = capture_unwind_from(out, skip, true);
     (n, hash_stack(out.get(..n).unwrap_or(&[])))
 }
 
@@ -310,7 +310,7 @@ fn check_with_unwinder(out: &mut [usize], skip: usize, walk: &fp::Walk) -> (usiz
         }
         _ => false,
     };
-    let n = capture_unwind_from(out, skip);
+    let n = capture_unwind_from(out, skip, true);
     let agrees = copied
         && walk.outermost != 0
         && n >= walk.n
@@ -340,19 +340,27 @@ pub fn general_unwind_count() -> u64 {
 /// in the function that called this one (or `capture`), after `skip` more frames are dropped.
 #[inline(never)]
 pub fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
-    let n = capture_unwind_from(out, skip);
+    let n = capture_unwind_from(out, skip, true);
     // Using the result after the call keeps it from becoming a tail jump, which would remove
     // this frame, which `capture_unwind_from` drops.
     std::hint::black_box(n)
 }
 
-/// The unwinder capture. Drops the frames up to and including this function's own, then the
-/// frame of its caller (`capture`, `capture_hashed`, `capture_unwind`, or the function
-/// `capture_into` is inlined into), then `skip` more.
+/// [`capture_unwind`] with the general unwinder only, as it is without the cached walk: for
+/// heapdelta's benches and tests, which compare the two.
 #[inline(never)]
-fn capture_unwind_from(out: &mut [usize], skip: usize) -> usize {
+pub fn capture_general_unwind(out: &mut [usize], skip: usize) -> usize {
+    let n = capture_unwind_from(out, skip, false);
+    std::hint::black_box(n)
+}
+
+/// The unwinder capture, with the cached walk first when `cached`. Drops the frames up to and
+/// including this function's own, then the frame of its caller (`capture`, `capture_hashed`,
+/// `capture_unwind`, or the function `capture_into` is inlined into), then `skip` more.
+#[inline(never)]
+fn capture_unwind_from(out: &mut [usize], skip: usize, cached: bool) -> usize {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
+    if cached {
         let mut regs = super::cfi::Registers::default();
         super::cfi::registers(&mut regs);
         // This function's frame, its caller's, then `skip` more.
@@ -361,7 +369,9 @@ fn capture_unwind_from(out: &mut [usize], skip: usize) -> usize {
         }
     }
     GENERAL_UNWINDS.fetch_add(1, Ordering::Relaxed);
-    let me = capture_unwind_from as fn(&mut [usize], usize) -> usize as usize;
+    // (`cached` is read above on x86_64 Linux only.)
+    let _ = cached;
+    let me = capture_unwind_from as fn(&mut [usize], usize, bool) -> usize as usize;
     let mut n = 0usize;
     let mut seen_self = false;
     let mut to_skip = skip.saturating_add(1);
@@ -811,6 +821,28 @@ mod tests {
     fn unwind_target(out: &mut [usize]) -> usize {
         let n = capture_unwind(out, 0);
         std::hint::black_box(n)
+    }
+
+    #[inline(never)]
+    fn general_unwind_target(out: &mut [usize]) -> usize {
+        let n = capture_general_unwind(out, 0);
+        std::hint::black_box(n)
+    }
+
+    #[test]
+    fn the_unwinder_gives_the_general_unwinders_stack() {
+        let (mut cached, mut general) = ([0usize; 64], [0usize; 64]);
+        let n = unwind_target(&mut cached);
+        let m = general_unwind_target(&mut general);
+        // The first frames lie in two functions, called from two places here; the general
+        // unwinder also gives the address 0 past the outermost frame.
+        let general = &general[..m];
+        let general = general.strip_suffix(&[0]).unwrap_or(general);
+        assert!(n > 4, "{n} frames");
+        assert_eq!(&cached[2..n], &general[2..]);
+        assert!(resolved_names(&general[..1])
+            .iter()
+            .any(|f| f.contains("general_unwind_target")));
     }
 
     #[test]

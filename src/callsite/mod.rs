@@ -29,7 +29,8 @@ pub(crate) use symbols::resolve;
 pub mod internals {
     pub use super::buffer::live_buffers;
     pub use super::capture::{
-        capture, capture_hashed, capture_unwind, general_unwind_count, unwound_count,
+        capture, capture_general_unwind, capture_hashed, capture_unwind, general_unwind_count,
+        unwound_count,
     };
     pub use super::intern::{intern, intern_hashed};
     pub use super::symbols::resolve;
