@@ -57,11 +57,12 @@ pub extern "C" fn registers(out: &mut Registers) {
 /// How to find a frame's caller from a return address into it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Rule {
-    /// The CFA is `rbp` (`from_bp`) or `rsp` plus `cfa_words` words; the return address is the
-    /// word below it; `rbp` is saved `bp_words` words below it, or left alone when 0.
+    /// The CFA is `rbp` (`from_bp`) or `rsp` plus `cfa_words` words (at most `MAX_CFA_WORDS`);
+    /// the return address is the word below it; `rbp` is saved `bp_words` words below it (at most
+    /// `MAX_BP_WORDS`), or left alone when 0.
     Step {
         from_bp: bool,
-        cfa_words: u8,
+        cfa_words: u32,
         bp_words: u8,
     },
     /// The frame has no caller: the outermost one (`_start`, a thread's `clone`).
@@ -70,24 +71,38 @@ enum Rule {
     Unknown,
 }
 
-/// Return addresses lie below 2^47 (x86_64 user space), the low bits of a table entry.
+/// Return addresses lie below 2^47 (x86_64 user space).
 const ADDRESS_BITS: u32 = 47;
-const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
-/// Entries of the rule table, direct-mapped by address.
-const TABLE_SIZE: usize = 1 << 14;
+/// Entries of the rule table, direct-mapped by the low bits of the address.
+const INDEX_BITS: u32 = 14;
+const TABLE_SIZE: usize = 1 << INDEX_BITS;
+/// The rest of the address, which an entry keeps to tell the addresses sharing it apart.
+const TAG_BITS: u32 = ADDRESS_BITS - INDEX_BITS;
+const FROM_BP_AT: u32 = TAG_BITS;
+const CFA_AT: u32 = FROM_BP_AT + 1;
+/// Frames up to 32 MiB.
+const MAX_CFA_WORDS: u32 = (1 << 22) - 1;
+const BP_AT: u32 = CFA_AT + 22;
+/// `rbp` is pushed among the first callee-saved registers, a few words below the CFA.
+const MAX_BP_WORDS: u8 = (1 << 7) - 1;
+const PRESENT_AT: u32 = BP_AT + 7;
+const _: () = assert!(PRESENT_AT == 63);
 
-/// Each entry: the return address in bits 0–46, `from_bp` in bit 47, `cfa_words` in 48–55 and
-/// `bp_words` in 56–63; with `cfa_words` 0, `from_bp` 0 means `Outermost` and 1 `Unknown`. Zero
-/// is no entry (no return address is 0). One word, so readers on other threads see an entry whole.
+/// Each entry: the address's tag (its bits above the index) in bits 0–32, `from_bp` in bit 33,
+/// `cfa_words` in 34–55, `bp_words` in 56–62, and a set bit 63; with `cfa_words` 0, `from_bp` 0
+/// means `Outermost` and 1 `Unknown`. Zero is no entry. One word, so readers on other threads see
+/// an entry whole.
 static RULES: [AtomicU64; TABLE_SIZE] = [const { AtomicU64::new(0) }; TABLE_SIZE];
 
 fn slot(ip: usize) -> &'static AtomicU64 {
-    let i = (ip ^ (ip >> 14)) % TABLE_SIZE;
-    &RULES[i]
+    &RULES[ip % TABLE_SIZE]
+}
+
+fn tag(ip: usize) -> u64 {
+    (ip >> INDEX_BITS) as u64
 }
 
 fn encode(ip: usize, rule: Rule) -> u64 {
-    let ip = ip as u64;
     let (from_bp, cfa, bp) = match rule {
         Rule::Step {
             from_bp,
@@ -97,32 +112,40 @@ fn encode(ip: usize, rule: Rule) -> u64 {
         Rule::Outermost => (false, 0, 0),
         Rule::Unknown => (true, 0, 0),
     };
-    ip | u64::from(from_bp) << 47 | u64::from(cfa) << 48 | u64::from(bp) << 56
+    tag(ip)
+        | u64::from(from_bp) << FROM_BP_AT
+        | u64::from(cfa & MAX_CFA_WORDS) << CFA_AT
+        | u64::from(bp & MAX_BP_WORDS) << BP_AT
+        | 1 << PRESENT_AT
 }
 
-fn decode(entry: u64) -> Rule {
-    let from_bp = entry >> 47 & 1 == 1;
-    let cfa_words = (entry >> 48) as u8;
-    match (cfa_words, from_bp) {
+/// The rule in `entry` if it is the entry of `ip`.
+fn decode(ip: usize, entry: u64) -> Option<Rule> {
+    let tag_mask = (1 << TAG_BITS) - 1;
+    if entry >> PRESENT_AT == 0 || entry & tag_mask != tag(ip) {
+        return None;
+    }
+    let from_bp = entry >> FROM_BP_AT & 1 == 1;
+    let cfa_words = (entry >> CFA_AT) as u32 & MAX_CFA_WORDS;
+    Some(match (cfa_words, from_bp) {
         (0, false) => Rule::Outermost,
         (0, true) => Rule::Unknown,
         _ => Rule::Step {
             from_bp,
             cfa_words,
-            bp_words: (entry >> 56) as u8,
+            bp_words: (entry >> BP_AT) as u8 & MAX_BP_WORDS,
         },
-    }
+    })
 }
 
 /// The rule for return address `ip`, from the table or else found and remembered.
 fn rule_for(ip: usize) -> Rule {
-    if ip as u64 & !ADDRESS_MASK != 0 {
+    if ip >> ADDRESS_BITS != 0 {
         return Rule::Unknown;
     }
     let slot = slot(ip);
-    let entry = slot.load(Ordering::Relaxed);
-    if entry & ADDRESS_MASK == ip as u64 {
-        return decode(entry);
+    if let Some(rule) = decode(ip, slot.load(Ordering::Relaxed)) {
+        return rule;
     }
     let rule = find_rule(ip);
     slot.store(encode(ip, rule), Ordering::Relaxed);
@@ -167,7 +190,7 @@ pub fn walk(
             Rule::Unknown => return None,
         };
         let base = if from_bp { bp } else { sp };
-        let cfa = base.checked_add(usize::from(cfa_words) * 8)?;
+        let cfa = base.checked_add(cfa_words as usize * 8)?;
         // The words read below lie between `sp` and `cfa`, inside the thread's stack.
         let saved_bp = cfa.checked_sub(usize::from(bp_words) * 8)?;
         if cfa <= sp || cfa > high || cfa % 8 != 0 || saved_bp < sp {
@@ -342,13 +365,13 @@ fn rule_of<T: gimli::ReaderOffset>(
         }
         _ => return Rule::Unknown,
     };
-    let Some(cfa_words) = words(offset) else {
+    let Some(cfa_words) = words(offset, MAX_CFA_WORDS) else {
         return Rule::Unknown;
     };
     let bp_words = match bp {
         None | Some(RegisterRule::SameValue) => 0,
-        Some(RegisterRule::Offset(offset)) => match words(-offset) {
-            Some(w) => w,
+        Some(RegisterRule::Offset(offset)) => match words(-offset, u32::from(MAX_BP_WORDS)) {
+            Some(w) => w as u8,
             None => return Rule::Unknown,
         },
         Some(_) => return Rule::Unknown,
@@ -360,12 +383,12 @@ fn rule_of<T: gimli::ReaderOffset>(
     }
 }
 
-/// `bytes` as a number of words from 1 to 255, if it is one.
-fn words(bytes: i64) -> Option<u8> {
+/// `bytes` as a number of words from 1 to `max`, if it is one.
+fn words(bytes: i64, max: u32) -> Option<u32> {
     if bytes <= 0 || bytes % 8 != 0 {
         return None;
     }
-    u8::try_from(bytes / 8).ok()
+    u32::try_from(bytes / 8).ok().filter(|&w| w <= max)
 }
 
 #[cfg(test)]
@@ -415,6 +438,22 @@ mod tests {
         }
     }
 
+    /// `nested` below a frame of 8 KiB.
+    #[inline(never)]
+    fn below_a_big_frame() -> (Option<Vec<usize>>, Vec<usize>) {
+        let mut buffer = [0u8; 8192];
+        std::hint::black_box(&mut buffer);
+        let r = nested(2);
+        std::hint::black_box(&buffer);
+        r
+    }
+
+    #[test]
+    fn the_cached_walk_passes_a_frame_of_8_kib() {
+        let (walked, general) = below_a_big_frame();
+        assert_eq!(walked.as_ref(), Some(&general));
+    }
+
     #[test]
     fn the_cached_walk_gives_the_general_unwinders_stack_on_a_new_thread() {
         let (walked, general) = std::thread::spawn(|| nested(3)).join().unwrap();
@@ -437,27 +476,50 @@ mod tests {
             },
             Rule::Step {
                 from_bp: false,
-                cfa_words: 255,
-                bp_words: 255,
+                cfa_words: MAX_CFA_WORDS,
+                bp_words: MAX_BP_WORDS,
             },
             Rule::Outermost,
             Rule::Unknown,
         ] {
             let entry = encode(ip, rule);
-            assert_eq!(entry & ADDRESS_MASK, ip as u64);
-            assert_eq!(decode(entry), rule);
+            assert_eq!(decode(ip, entry), Some(rule));
+            // Another address with the same index does not take it.
+            assert_eq!(decode(ip + TABLE_SIZE, entry), None);
         }
     }
 
     #[test]
-    fn a_cfa_offset_that_is_not_whole_words_is_left_to_the_general_unwinder() {
+    fn an_empty_entry_holds_no_rule() {
+        assert_eq!(decode(0x5555_0000_0000, 0), None);
+    }
+
+    #[test]
+    fn a_frame_of_several_kibibytes_keeps_its_rule() {
+        let ra = Some(RegisterRule::<usize>::Offset(-8));
+        let cfa = CfaRule::RegisterAndOffset {
+            register: X86_64::RSP,
+            offset: 4176 + 8,
+        };
+        assert_eq!(
+            rule_of(&cfa, ra, Some(RegisterRule::Offset(-16))),
+            Rule::Step {
+                from_bp: false,
+                cfa_words: 523,
+                bp_words: 2
+            }
+        );
+    }
+
+    #[test]
+    fn a_cfa_offset_that_is_not_a_positive_number_of_words_is_left_to_the_general_unwinder() {
         let ra = Some(RegisterRule::<usize>::Offset(-8));
         let cfa = |offset| CfaRule::RegisterAndOffset {
             register: X86_64::RSP,
             offset,
         };
         assert_eq!(rule_of(&cfa(12), ra.clone(), None), Rule::Unknown);
-        assert_eq!(rule_of(&cfa(8 * 256), ra.clone(), None), Rule::Unknown);
+        assert_eq!(rule_of(&cfa(-8), ra.clone(), None), Rule::Unknown);
         assert_eq!(
             rule_of(&cfa(48), ra, Some(RegisterRule::Offset(-16))),
             Rule::Step {
