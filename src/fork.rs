@@ -4,7 +4,8 @@
 //! holds the site cache's while it reads debug info. Handlers registered once per process take
 //! heapdelta's mutexes and spin locks just before a fork, in one order (the timeline, the tag
 //! table, the table of tag names read from files, the site cache, then the pools' registry and
-//! shared heaps: the order in which heapdelta's own code nests them), and release them in both
+//! shared heaps: the order in which heapdelta's own code nests them; last, the lookup of an unwind
+//! rule, during which the loader's lock is held: see `callsite/cfi.rs`), and release them in both
 //! processes after it. The site cache covers what is only used under it (the project-root cache,
 //! the unwinder's symbol lock on heapdelta's behalf).
 //!
@@ -47,8 +48,8 @@ pub(crate) fn install() {
 }
 
 /// Prepare handler: waits for each lock to be free and takes it. Each is held for one checkpoint,
-/// one tag lookup, one symbolisation (which may read debug info first) or one allocator
-/// operation at most, so a fork waits at most for those.
+/// one tag lookup, one symbolisation (which may read debug info first), one allocator operation
+/// or one unwind-rule lookup at most, so a fork waits at most for those.
 extern "C" fn before_fork() {
     // The thread-local's first use may register its destructor, which can allocate: before any
     // lock is held, so that an allocation cannot wait on one of them.
@@ -60,6 +61,9 @@ extern "C" fn before_fork() {
         symbols::lock_cache(),
     );
     crate::pool::lock_for_fork();
+    // Last: a rule lookup takes none of the others.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    crate::callsite::lock_rules_for_fork();
     let _ = HELD.try_with(|h| {
         if let Ok(mut h) = h.try_borrow_mut() {
             *h = Some(held);
@@ -67,9 +71,11 @@ extern "C" fn before_fork() {
     });
 }
 
-/// Parent and child handler: releases what `before_fork` took (the pools' locks first; the order
-/// of releases does not matter).
+/// Parent and child handler: releases what `before_fork` took (the rule lookup and the pools'
+/// locks first; the order of releases does not matter).
 extern "C" fn after_fork() {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    crate::callsite::unlock_rules();
     crate::pool::unlock_after_fork();
     let _ = HELD.try_with(|h| {
         if let Ok(mut h) = h.try_borrow_mut() {

@@ -1,6 +1,6 @@
 //! Builds `tests/fixtures/alloc_kinds` in configurations a test binary cannot have itself, runs
 //! it, and checks what it reports: without frame pointers (the unwinder fallback) and with the
-//! legacy symbol mangling, and without debug info.
+//! legacy symbol mangling, in a release build and in a debug build, and without debug info.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,20 +15,34 @@ struct Run {
     stderr: String,
 }
 
+/// Builds the fixture in the release profile with `rustflags` and `debug` (its debug info).
 fn build_and_run(name: &str, rustflags: &str, debug: &str) -> Run {
+    build_and_run_in(name, rustflags, debug, true)
+}
+
+/// `build_and_run` in the release profile, or the dev profile when not `release`.
+fn build_and_run_in(name: &str, rustflags: &str, debug: &str, release: bool) -> Run {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let target: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
+    let mut build = Command::new(cargo);
+    build
         .current_dir(root)
-        .args(["build", "--release", "--quiet", "-p", "alloc_kinds"])
+        .args(["build", "--quiet", "-p", "alloc_kinds"])
         .env("CARGO_TARGET_DIR", &target)
-        .env("RUSTFLAGS", rustflags)
-        .env("CARGO_PROFILE_RELEASE_DEBUG", debug)
-        .status()
-        .expect("cargo runs");
+        .env("RUSTFLAGS", rustflags);
+    let dir = if release {
+        build
+            .arg("--release")
+            .env("CARGO_PROFILE_RELEASE_DEBUG", debug);
+        "release"
+    } else {
+        build.env("CARGO_PROFILE_DEV_DEBUG", debug);
+        "debug"
+    };
+    let status = build.status().expect("cargo runs");
     assert!(status.success(), "building the fixture ({name}) failed");
-    let out = Command::new(target.join("release/alloc_kinds"))
+    let out = Command::new(target.join(dir).join("alloc_kinds"))
         .output()
         .expect("fixture runs");
     assert!(
@@ -102,7 +116,31 @@ fn without_frame_pointers_and_with_legacy_mangling_sites_and_types_are_still_rig
         run.stdout
     );
     assert_eq!(blocks(&run, "(unknown)"), 0, "{}", run.stdout);
-    let unwound = rows(&run, "unwound");
+    assert_every_capture_unwound_by_the_cached_walk(&run);
+}
+
+#[test]
+fn without_frame_pointers_in_a_debug_build_sites_are_right_and_captures_stay_cached() {
+    // heapdelta's own frames are larger in a debug build (the capture buffer's function keeps
+    // several KiB of locals): the cached walk must pass them too.
+    let run = build_and_run_in(
+        "no-frame-pointers-dev",
+        "-C force-frame-pointers=no",
+        "line-tables-only",
+        false,
+    );
+    let sites = rows(&run, "site");
+    assert!(
+        !sites.is_empty() && sites.iter().all(|(_, f)| f.ends_with("allocate")),
+        "{sites:?}"
+    );
+    assert_eq!(sites.iter().map(|(b, _)| b).sum::<i64>(), ALL_BLOCKS);
+    assert_every_capture_unwound_by_the_cached_walk(&run);
+}
+
+/// The fixture's captures all used an unwinder, and on x86_64 Linux none went to the general one.
+fn assert_every_capture_unwound_by_the_cached_walk(run: &Run) {
+    let unwound = rows(run, "unwound");
     let [(captures, general)] = unwound[..] else {
         panic!("no unwound line: {}", run.stdout)
     };

@@ -1,7 +1,7 @@
 //! `fork()` while another thread holds one of heapdelta's locks (the timeline's, in a checkpoint
 //! as the `every=` thread takes them or in `timeline()`; the site cache's, while call sites are
-//! resolved for a report): the child starts with the lock free, so its own checkpoints, scopes and
-//! reports do not wait forever.
+//! resolved for a report; the loader's, which a lookup of an unwind rule holds): the child starts
+//! with the lock free, so its own checkpoints, scopes, reports and captures do not wait forever.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -94,4 +94,18 @@ fn a_child_forked_while_another_thread_reads_the_timeline_can_take_checkpoints()
     );
     assert_eq!(hung, None, "a child hung (fork number {hung:?} of {FORKS})");
     drop(kept);
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[test]
+fn a_child_forked_while_another_thread_looks_up_unwind_rules_can_capture() {
+    // With the table emptied, each capture looks its frames' rules up in the loaded objects,
+    // holding the loader's lock meanwhile.
+    let capture = || {
+        heapdelta::__internals::forget_unwind_rules();
+        let mut out = [0usize; 32];
+        std::hint::black_box(heapdelta::__internals::capture_unwind(&mut out, 0));
+    };
+    let hung = fork_while(capture, capture);
+    assert_eq!(hung, None, "a child hung (fork number {hung:?} of {FORKS})");
 }

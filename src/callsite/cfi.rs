@@ -13,12 +13,21 @@
 //! A frame whose rule has another shape (a signal trampoline, a DWARF expression, a register kept
 //! in another register), an address without call-frame information (generated code) and a stack
 //! that looks wrong (a CFA outside the thread's stack or not above the frame) make [`walk`] give
-//! up: the caller then uses the general unwinder, which handles them. Rules are found with
-//! `gimli`, without allocating, inside `dl_iterate_phdr`'s callback, so no library is unloaded
-//! while its tables are read. A library unloaded later leaves its rules in the table; another one loaded at the same
-//! addresses can then get wrong frames, never a read outside the thread's stack.
+//! up: the caller then uses the general unwinder, which handles them.
+//!
+//! Rules are found with `gimli`, without allocating, inside `dl_iterate_phdr`'s callback, which
+//! glibc runs holding the loader's lock, so no library is unloaded while its tables are read (musl
+//! releases its lock during the callback, but never unloads a library). That lock must not be held
+//! by this process's other threads when it forks (the child could never take it again): one
+//! lookup runs at a time, under `LOOKUP`, which the fork handlers (`fork.rs`) take. A thread that
+//! finds it taken waits a bounded time (the holder may be waiting for the loader's lock, held by
+//! this thread in a callback of its own that allocates), then sends that capture to the general
+//! unwinder.
+//!
+//! A library unloaded later leaves its rules in the table; another one loaded at the same
+//! addresses can then get wrong frames (never a read outside the thread's stack).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, Pointer, Register, RegisterRule,
@@ -73,29 +82,54 @@ enum Rule {
 
 /// Return addresses lie below 2^47 (x86_64 user space).
 const ADDRESS_BITS: u32 = 47;
-/// Entries of the rule table, direct-mapped by the low bits of the address.
-const INDEX_BITS: u32 = 14;
-const TABLE_SIZE: usize = 1 << INDEX_BITS;
-/// The rest of the address, which an entry keeps to tell the addresses sharing it apart.
+/// Sets of the rule table, picked by the low bits of the address.
+const INDEX_BITS: u32 = 12;
+const SETS: usize = 1 << INDEX_BITS;
+/// Entries per set: addresses that share a set (as many do, among the few hundred a program
+/// allocates from) take turns in it instead of pushing each other out at every capture.
+const WAYS: usize = 4;
+/// The rest of the address, which an entry keeps to tell the addresses of a set apart.
 const TAG_BITS: u32 = ADDRESS_BITS - INDEX_BITS;
 const FROM_BP_AT: u32 = TAG_BITS;
 const CFA_AT: u32 = FROM_BP_AT + 1;
-/// Frames up to 32 MiB.
-const MAX_CFA_WORDS: u32 = (1 << 22) - 1;
-const BP_AT: u32 = CFA_AT + 22;
+/// Frames up to 8 MiB.
+const MAX_CFA_WORDS: u32 = (1 << 20) - 1;
+const BP_AT: u32 = CFA_AT + 20;
 /// `rbp` is pushed among the first callee-saved registers, a few words below the CFA.
 const MAX_BP_WORDS: u8 = (1 << 7) - 1;
 const PRESENT_AT: u32 = BP_AT + 7;
 const _: () = assert!(PRESENT_AT == 63);
 
-/// Each entry: the address's tag (its bits above the index) in bits 0–32, `from_bp` in bit 33,
-/// `cfa_words` in 34–55, `bp_words` in 56–62, and a set bit 63; with `cfa_words` 0, `from_bp` 0
+/// A set of the table: one cache line holds two.
+#[repr(align(32))]
+struct Set([AtomicU64; WAYS]);
+
+/// Each entry: the address's tag (its bits above the index) in bits 0–34, `from_bp` in bit 35,
+/// `cfa_words` in 36–55, `bp_words` in 56–62, and a set bit 63; with `cfa_words` 0, `from_bp` 0
 /// means `Outermost` and 1 `Unknown`. Zero is no entry. One word, so readers on other threads see
 /// an entry whole.
-static RULES: [AtomicU64; TABLE_SIZE] = [const { AtomicU64::new(0) }; TABLE_SIZE];
+static RULES: [Set; SETS] = [const { Set([const { AtomicU64::new(0) }; WAYS]) }; SETS];
 
-fn slot(ip: usize) -> &'static AtomicU64 {
-    &RULES[ip % TABLE_SIZE]
+/// Picks the entry of a full set that a new rule replaces, in turn.
+static VICTIM: AtomicUsize = AtomicUsize::new(0);
+
+std::thread_local! {
+    /// Rules this thread looked up in the loaded objects' tables (not found in `RULES`): for
+    /// tests, which run side by side.
+    static LOOKUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Held while a rule is looked up (see the module docs).
+static LOOKUP: AtomicBool = AtomicBool::new(false);
+
+/// How many times a thread tries to take `LOOKUP`, yielding between tries, before its capture
+/// goes to the general unwinder: a lookup takes microseconds, so threads that start together
+/// mostly wait for one another's, but one that holds the loader's lock itself (in a callback of
+/// its own, which allocates) does not wait for ever on one that waits for that lock.
+const LOOKUP_TRIES: u32 = 1000;
+
+fn set(ip: usize) -> &'static Set {
+    &RULES[ip % SETS]
 }
 
 fn tag(ip: usize) -> u64 {
@@ -138,18 +172,57 @@ fn decode(ip: usize, entry: u64) -> Option<Rule> {
     })
 }
 
-/// The rule for return address `ip`, from the table or else found and remembered.
+/// The rule for return address `ip`, from the table or else found and remembered (`Unknown`,
+/// not remembered, when another thread is looking one up).
 fn rule_for(ip: usize) -> Rule {
     if ip >> ADDRESS_BITS != 0 {
         return Rule::Unknown;
     }
-    let slot = slot(ip);
-    if let Some(rule) = decode(ip, slot.load(Ordering::Relaxed)) {
-        return rule;
+    let set = set(ip);
+    for entry in &set.0 {
+        if let Some(rule) = decode(ip, entry.load(Ordering::Relaxed)) {
+            return rule;
+        }
     }
-    let rule = find_rule(ip);
-    slot.store(encode(ip, rule), Ordering::Relaxed);
+    let Some(rule) = find_rule(ip) else {
+        return Rule::Unknown;
+    };
+    let entry = match set.0.iter().find(|e| e.load(Ordering::Relaxed) == 0) {
+        Some(empty) => empty,
+        None => &set.0[VICTIM.fetch_add(1, Ordering::Relaxed) % WAYS],
+    };
+    entry.store(encode(ip, rule), Ordering::Relaxed);
     rule
+}
+
+/// How many rules the calling thread looked up in the loaded objects' tables so far.
+pub fn rule_lookups() -> u64 {
+    LOOKUPS.try_with(std::cell::Cell::get).unwrap_or(0)
+}
+
+/// Empties the rule table, so that the next captures look their rules up again: for tests.
+pub fn forget_rules() {
+    for set in &RULES {
+        for entry in &set.0 {
+            entry.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Waits until no rule lookup runs and keeps new ones from starting: for the fork handlers, before
+/// a fork. Undone by [`unlock_after_fork`].
+pub fn lock_for_fork() {
+    while LOOKUP
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::thread::yield_now();
+    }
+}
+
+/// Undoes [`lock_for_fork`], in the parent and in the child.
+pub fn unlock_after_fork() {
+    LOOKUP.store(false, Ordering::Release);
 }
 
 /// Walks the stack from `regs` (taken by [`registers`] in the calling function, which is still
@@ -213,15 +286,17 @@ pub fn walk(
     }
 }
 
-/// Storage for the unwind-table evaluation on the stack, so that finding a rule allocates
-/// nothing: x86_64 code gives rules for its 16 general registers and the return address, and
-/// nests `DW_CFA_remember_state` shallowly; a function that needs more is left to the general
-/// unwinder (gimli returns an error).
+/// Storage for the unwind-table evaluation on the stack (about 2.5 KiB), so that finding a rule
+/// allocates nothing: x86_64 code gives rules for its 16 general registers and the return
+/// address. Of the three rows, one holds the current rules, and the others a
+/// `DW_CFA_remember_state` (compilers emit it around an early return in the middle of a
+/// function, one deep) or the CIE's initial rules when it sets more than one; a function that
+/// needs more is left to the general unwinder (gimli returns an error).
 struct OnStack;
 
 impl<T: gimli::ReaderOffset> UnwindContextStorage<T> for OnStack {
     type Rules = [(Register, RegisterRule<T>); 24];
-    type Stack = [UnwindTableRow<T, Self>; 2];
+    type Stack = [UnwindTableRow<T, Self>; 3];
 }
 
 /// What `dl_iterate_phdr`'s callback is asked and answers.
@@ -231,10 +306,24 @@ struct Search {
 }
 
 /// Finds the rule for return address `ip` in the call-frame information of the loaded object
-/// that holds it.
+/// that holds it; `None` when another thread's lookup (or a fork) kept `LOOKUP` for longer than
+/// `LOOKUP_TRIES` turns.
 #[cold]
 #[inline(never)]
-fn find_rule(ip: usize) -> Rule {
+fn find_rule(ip: usize) -> Option<Rule> {
+    crate::fork::install();
+    let mut tries = 0;
+    while LOOKUP
+        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        tries += 1;
+        if tries == LOOKUP_TRIES {
+            return None;
+        }
+        std::thread::yield_now();
+    }
+    let _ = LOOKUPS.try_with(|n| n.set(n.get() + 1));
     let mut search = Search {
         ip,
         rule: Rule::Unknown,
@@ -247,7 +336,8 @@ fn find_rule(ip: usize) -> Rule {
             (&mut search as *mut Search).cast::<libc::c_void>(),
         );
     }
-    search.rule
+    LOOKUP.store(false, Ordering::Release);
+    Some(search.rule)
 }
 
 /// `dl_iterate_phdr`'s callback: for the object whose loaded segments hold the address, reads
@@ -270,7 +360,7 @@ unsafe extern "C" fn callback(
     let base = info.dlpi_addr as usize;
     let segment = |p: &libc::Elf64_Phdr| {
         let start = base.wrapping_add(p.p_vaddr as usize);
-        (start, start.wrapping_add(p.p_memsz as usize))
+        (start, start.saturating_add(p.p_memsz as usize))
     };
     let loads = || {
         phdrs
@@ -281,17 +371,20 @@ unsafe extern "C" fn callback(
     if !loads().any(|(start, end)| (start..end).contains(&search.ip)) {
         return 0;
     }
-    if let Some(hdr) = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME) {
-        let (start, end) = segment(hdr);
-        // SAFETY: the `PT_GNU_EH_FRAME` segment of a loaded object is mapped and readable, and
-        // stays so while the loader's lock is held (for the rest of this callback).
-        let hdr = unsafe { std::slice::from_raw_parts(start as *const u8, end - start) };
-        let frame_end = |at: usize| {
-            loads()
-                .find(|(start, end)| (*start..*end).contains(&at))
-                .map(|(_, end)| end)
-        };
-        search.rule = rule_in(search.ip, hdr, start, frame_end);
+    let frame_end = |at: usize| {
+        loads()
+            .find(|(start, end)| (*start..*end).contains(&at))
+            .map(|(_, end)| end)
+    };
+    let hdr = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME);
+    if let Some((start, end)) = hdr.map(segment) {
+        if frame_end(start).is_some_and(|load_end| end <= load_end) {
+            // SAFETY: the `PT_GNU_EH_FRAME` segment lies inside a loaded segment (checked above),
+            // mapped and readable, and it stays so while the loader's lock is held (for the rest
+            // of this callback; musl, which releases it, never unloads an object).
+            let hdr = unsafe { std::slice::from_raw_parts(start as *const u8, end - start) };
+            search.rule = rule_in(search.ip, hdr, start, frame_end);
+        }
     }
     1
 }
@@ -316,9 +409,9 @@ fn rule_in(
     let Some(end) = frame_end(frame_at) else {
         return Rule::Unknown;
     };
-    // SAFETY: `.eh_frame` lies in a loaded segment of the object, mapped and readable to the
-    // segment's end while the loader's lock is held; the parser reads no further than its
-    // length fields say, within that.
+    // SAFETY: `.eh_frame` lies in a loaded segment of the object (`frame_end` says which), mapped
+    // and readable to the segment's end while the loader's lock is held (see above); the parser
+    // reads no further than its length fields say, within that.
     let frame = unsafe { std::slice::from_raw_parts(frame_at as *const u8, end - frame_at) };
     let frame = EhFrame::new(frame, NativeEndian);
     let bases = bases.set_eh_frame(frame_at as u64);
@@ -370,7 +463,10 @@ fn rule_of<T: gimli::ReaderOffset>(
     };
     let bp_words = match bp {
         None | Some(RegisterRule::SameValue) => 0,
-        Some(RegisterRule::Offset(offset)) => match words(-offset, u32::from(MAX_BP_WORDS)) {
+        Some(RegisterRule::Offset(offset)) => match offset
+            .checked_neg()
+            .and_then(|bytes| words(bytes, u32::from(MAX_BP_WORDS)))
+        {
             Some(w) => w as u8,
             None => return Rule::Unknown,
         },
@@ -485,8 +581,49 @@ mod tests {
             let entry = encode(ip, rule);
             assert_eq!(decode(ip, entry), Some(rule));
             // Another address with the same index does not take it.
-            assert_eq!(decode(ip + TABLE_SIZE, entry), None);
+            assert_eq!(decode(ip + SETS, entry), None);
         }
+    }
+
+    #[test]
+    fn a_stack_walked_again_finds_its_rules_in_the_table() {
+        let mut lookups = Vec::new();
+        // (A loop the compiler cannot unroll: both walks start from the same call.)
+        for _ in 0..std::hint::black_box(2) {
+            let (walked, _) = nested(4);
+            assert!(walked.is_some());
+            lookups.push(rule_lookups());
+        }
+        assert_eq!(lookups[0], lookups[1]);
+    }
+
+    #[test]
+    fn addresses_sharing_a_set_take_turns_without_looking_their_rules_up_again() {
+        // Addresses in no loaded object: their rule is `Unknown`, remembered like any other.
+        let ips: Vec<usize> = (1..=WAYS).map(|k| 0x3000_0000_0000 + k * SETS).collect();
+        for &ip in &ips {
+            assert_eq!(rule_for(ip), Rule::Unknown);
+        }
+        let before = rule_lookups();
+        for _ in 0..3 {
+            for &ip in &ips {
+                assert_eq!(rule_for(ip), Rule::Unknown);
+            }
+        }
+        assert_eq!(rule_lookups(), before);
+    }
+
+    #[test]
+    fn a_saved_rbp_offset_that_cannot_be_negated_is_left_to_the_general_unwinder() {
+        let cfa = CfaRule::<usize>::RegisterAndOffset {
+            register: X86_64::RSP,
+            offset: 16,
+        };
+        let ra = Some(RegisterRule::Offset(-8));
+        assert_eq!(
+            rule_of(&cfa, ra, Some(RegisterRule::Offset(i64::MIN))),
+            Rule::Unknown
+        );
     }
 
     #[test]

@@ -18,6 +18,8 @@ mod typename;
 
 pub(crate) use buffer::{StackBuffer, STACK_WORDS};
 pub(crate) use capture::start_here;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(crate) use cfi::{lock_for_fork as lock_rules_for_fork, unlock_after_fork as unlock_rules};
 pub(crate) use intern::{SiteId, LAST_SITE};
 pub(crate) use sampler::{scale, scale_blocks, Sampler};
 pub use site::{Frame, Site};
@@ -32,6 +34,8 @@ pub mod internals {
         capture, capture_general_unwind, capture_hashed, capture_unwind, general_unwind_count,
         unwound_count,
     };
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    pub use super::cfi::{forget_rules as forget_unwind_rules, rule_lookups};
     pub use super::intern::{intern, intern_hashed};
     pub use super::symbols::resolve;
     /// Runs a closure as heapdelta's own work (its allocations not counted).
