@@ -24,8 +24,9 @@
 //! this thread in a callback of its own that allocates), then sends that capture to the general
 //! unwinder.
 //!
-//! A library unloaded later leaves its rules in the table; another one loaded at the same
-//! addresses can then get wrong frames (never a read outside the thread's stack).
+//! A library unloaded leaves its rules in the table until the next lookup, which sees that the
+//! loader's count of unloaded objects changed and empties the table. Until then, another library
+//! loaded at the same addresses can get wrong frames (never a read outside the thread's stack).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -303,7 +304,13 @@ impl<T: gimli::ReaderOffset> UnwindContextStorage<T> for OnStack {
 struct Search {
     ip: usize,
     rule: Rule,
+    /// How many objects the process has unloaded so far, if the loader says.
+    unloaded: Option<u64>,
 }
+
+/// `Search::unloaded` at the last lookup: when it changes, the table is emptied (see the module
+/// docs).
+static UNLOADED: AtomicU64 = AtomicU64::new(0);
 
 /// Finds the rule for return address `ip` in the call-frame information of the loaded object
 /// that holds it; `None` when another thread's lookup (or a fork) kept `LOOKUP` for longer than
@@ -327,6 +334,7 @@ fn find_rule(ip: usize) -> Option<Rule> {
     let mut search = Search {
         ip,
         rule: Rule::Unknown,
+        unloaded: None,
     };
     // SAFETY: `callback` has the signature `dl_iterate_phdr` expects and only uses `data` as the
     // `Search` passed here, which outlives the call.
@@ -335,6 +343,11 @@ fn find_rule(ip: usize) -> Option<Rule> {
             Some(callback),
             (&mut search as *mut Search).cast::<libc::c_void>(),
         );
+    }
+    if let Some(unloaded) = search.unloaded {
+        if UNLOADED.swap(unloaded, Ordering::Relaxed) != unloaded {
+            forget_rules();
+        }
     }
     LOOKUP.store(false, Ordering::Release);
     Some(search.rule)
@@ -345,12 +358,17 @@ fn find_rule(ip: usize) -> Option<Rule> {
 /// and stops the iteration (non-zero).
 unsafe extern "C" fn callback(
     info: *mut libc::dl_phdr_info,
-    _size: libc::size_t,
+    size: libc::size_t,
     data: *mut libc::c_void,
 ) -> libc::c_int {
     // SAFETY: `data` is the `Search` `find_rule` passed, and `info` describes a loaded object
-    // whose `dlpi_phnum` program headers start at `dlpi_phdr`, as `dl_iterate_phdr` guarantees.
+    // whose `dlpi_phnum` program headers start at `dlpi_phdr`, as `dl_iterate_phdr` guarantees;
+    // its first `size` bytes are filled in.
     let (search, info) = unsafe { (&mut *data.cast::<Search>(), &*info) };
+    let subs_end = std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + 8;
+    if search.unloaded.is_none() && size >= subs_end {
+        search.unloaded = Some(info.dlpi_subs);
+    }
     let phdrs = if info.dlpi_phdr.is_null() {
         &[][..]
     } else {
