@@ -24,7 +24,7 @@
 
 #[cfg(test)]
 use super::capture::start_here;
-use super::capture::{capture_recorded, same_chain, still_chain_end};
+use super::capture::{capture_recorded, same_chain, still_chain_end, Memo};
 use super::intern::{intern_hashed, SiteId};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
@@ -81,6 +81,8 @@ pub(crate) struct StackBuffer {
     /// checks a guess that held before, so allocations from places in no particular order do not
     /// pay for checks that fail.
     sure: [bool; RECENT],
+    /// Without frame pointers, the unwinder's last walks (valid as zero bytes: none).
+    memo: Memo,
 }
 
 impl StackBuffer {
@@ -106,6 +108,7 @@ impl StackBuffer {
             current: RECENT,
             after: [RECENT; RECENT],
             sure: [false; RECENT],
+            memo: Memo::EMPTY,
         }
     }
 
@@ -155,7 +158,7 @@ impl StackBuffer {
         else {
             return 0;
         };
-        let c = capture_recorded(start, out, records);
+        let c = capture_recorded(start, out, records, Some(&mut self.memo));
         let (i, seen) = self.entry_of(c.n, c.hash);
         // A stack is made replayable when it comes again after the same stack as the time before,
         // as the guess will be checked once it holds twice: copying the records of a stack in no
@@ -356,7 +359,7 @@ mod tests {
         let id = replayed.unwrap_or_else(|| buf.capture_site(start, depth));
         let mut stack = vec![0; depth];
         let mut records = vec![0; depth + 1];
-        let c = capture_recorded(start, &mut stack, &mut records);
+        let c = capture_recorded(start, &mut stack, &mut records, None);
         stack.truncate(c.n);
         (replayed.is_some(), black_box(id), stack)
     }

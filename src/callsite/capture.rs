@@ -85,6 +85,20 @@ walking frame pointers (on x86_64 Linux; microseconds per allocation on other ta
 
 static HINT_PRINTED: AtomicBool = AtomicBool::new(false);
 
+/// What the unwinder remembers of a thread's last walks, kept in its capture buffer (see
+/// `cfi::Memo`).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(crate) use super::cfi::Memo;
+
+/// Nothing on targets without the cached unwinder.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+pub(crate) struct Memo;
+
+#[cfg(all(test, not(all(target_arch = "x86_64", target_os = "linux"))))]
+impl Memo {
+    pub const EMPTY: Memo = Memo;
+}
+
 /// Captures that used the unwinder (slow path only, so the counter costs the fast path nothing).
 static UNWOUND: AtomicU64 = AtomicU64::new(0);
 
@@ -144,7 +158,7 @@ pub(crate) fn set_chain_end(fp: usize) {
 pub fn capture(out: &mut [usize], skip: usize) -> usize {
     // Without frame pointers the unused hash is dropped, and the call to the unwinder would
     // become a tail jump, removing this frame, which the unwinder drops (see `capture_unwind`).
-    std::hint::black_box(capture_hashed_here(out, skip).0)
+    std::hint::black_box(capture_hashed_here(out, skip, None).0)
 }
 
 /// [`capture`], also returning `intern::hash_stack` of the captured stack, computed during the
@@ -152,7 +166,7 @@ pub fn capture(out: &mut [usize], skip: usize) -> usize {
 /// `intern::intern_hashed`.
 #[inline(never)]
 pub fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
-    capture_hashed_here(out, skip)
+    capture_hashed_here(out, skip, None)
 }
 
 /// What a capture found.
@@ -188,9 +202,15 @@ pub fn start_here() -> usize {
 /// frames up to and including that one. When the frame-pointer walk is used, the address of each
 /// frame record it read is written to `records`, which has one more slot than `out`: after the
 /// last record comes the saved frame pointer the walk stopped at. With these, [`same_chain`]
-/// later tells whether a new capture would give the same stack.
+/// later tells whether a new capture would give the same stack. Without frame pointers, `memo`
+/// (the thread's) spares the walks of stacks met again.
 #[inline(always)]
-pub fn capture_recorded(start: usize, out: &mut [usize], records: &mut [usize]) -> Captured {
+pub fn capture_recorded(
+    start: usize,
+    out: &mut [usize],
+    records: &mut [usize],
+    memo: Option<&mut Memo>,
+) -> Captured {
     /// The unwinder starts in the function this is inlined into; its caller's frame is `start`.
     const CALLER: usize = 1;
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -220,7 +240,7 @@ pub fn capture_recorded(start: usize, out: &mut [usize], records: &mut [usize]) 
         }
     }
     let _ = records;
-    let (n, hash) = capture_hashed_here(out, CALLER);
+    let (n, hash) = capture_hashed_here(out, CALLER, memo);
     Captured {
         n,
         hash,
@@ -266,9 +286,9 @@ pub unsafe fn same_chain(records: &[usize], frames: &[[usize; 2]]) -> bool {
 }
 
 /// The body of `capture` and `capture_hashed`, inlined into each so that the frame the walk starts
-/// from is theirs.
+/// from is theirs (`memo`: see `capture_unwind_from`).
 #[inline(always)]
-fn capture_hashed_here(out: &mut [usize], skip: usize) -> (usize, u64) {
+fn capture_hashed_here(out: &mut [usize], skip: usize, memo: Option<&mut Memo>) -> (usize, u64) {
     if out.is_empty() {
         return (0, hash_stack(&[]));
     }
@@ -285,6 +305,16 @@ fn capture_hashed_here(out: &mut [usize], skip: usize) -> (usize, u64) {
         }
     }
     UNWOUND.fetch_add(1, Ordering::Relaxed);
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if let Some(memo) = memo {
+        if let Some(captured) = capture_unwind_remembered(out, skip, memo) {
+            return captured;
+        }
+        let n = capture_unwind_from(out, skip, false);
+        return (n, hash_stack(out.get(..n).unwrap_or(&[])));
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    let _ = memo;
     let n = capture_unwind_from(out, skip, true);
     (n, hash_stack(out.get(..n).unwrap_or(&[])))
 }
@@ -353,6 +383,23 @@ pub fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
 pub fn capture_general_unwind(out: &mut [usize], skip: usize) -> usize {
     let n = capture_unwind_from(out, skip, false);
     std::hint::black_box(n)
+}
+
+/// [`capture_unwind_from`]'s cached walk, which `memo` (the thread's) spares for stacks met
+/// again, with the hash of the stack (`intern::hash_stack`); `None` when the general unwinder must
+/// make the capture. Drops the same frames.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[inline(never)]
+fn capture_unwind_remembered(
+    out: &mut [usize],
+    skip: usize,
+    memo: &mut Memo,
+) -> Option<(usize, u64)> {
+    let mut regs = super::cfi::Registers::default();
+    super::cfi::registers(&mut regs);
+    // This function's frame, its caller's, then `skip` more.
+    let drop = skip.saturating_add(2);
+    super::cfi::walk_remembered(memo, &regs, stack_bounds(), out, drop)
 }
 
 /// The unwinder capture, with the cached walk first when `cached`. Drops the frames up to and

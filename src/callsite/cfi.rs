@@ -30,6 +30,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+use super::intern::hash_stack;
+
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, Pointer, Register, RegisterRule,
     UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
@@ -237,11 +239,30 @@ pub fn walk(
     out: &mut [usize],
     drop: usize,
 ) -> Option<usize> {
+    walk_recording(regs, stack, out, drop, None)
+}
+
+/// `walk`, writing each word it reads from the stack into `reads` when given one (left as it
+/// is when the walk reads more words than it holds).
+fn walk_recording(
+    regs: &Registers,
+    stack: (usize, usize),
+    out: &mut [usize],
+    drop: usize,
+    mut reads: Option<&mut Reads>,
+) -> Option<usize> {
     let (low, high) = stack;
     let (mut ip, mut sp, mut bp) = (regs.ip, regs.sp, regs.bp);
     if !(low < sp && sp < high && sp % 8 == 0) {
         return None;
     }
+    if let Some(r) = reads.as_deref_mut() {
+        r.n = 0;
+        r.uses_bp = false;
+        r.complete = true;
+    }
+    // Where `bp` was last restored from: the number of the frame's read, and the address.
+    let mut bp_from: Option<(usize, usize)> = None;
     let mut n = 0;
     let mut dropped = 0;
     loop {
@@ -274,10 +295,40 @@ pub fn walk(
         // and `sp < cfa <= high`, so `cfa - 8` is an aligned word in `[sp, high)`: this thread's
         // stack, mapped while the thread runs, at or above the current frame.
         let ra = unsafe { ((cfa - 8) as *const usize).read() };
+        if let Some(r) = reads.as_deref_mut() {
+            // The walk depends on the value of `bp` only where a CFA is computed from it: that
+            // value, and where it was read, are then part of what the walk read.
+            if from_bp {
+                match bp_from {
+                    None => r.uses_bp = true,
+                    Some((k, at)) => match r.words.get_mut(k) {
+                        Some(read) => (read.bp_at, read.bp) = (at, bp),
+                        None => r.complete = false,
+                    },
+                }
+            }
+            match r.words.get_mut(r.n) {
+                Some(slot) => {
+                    *slot = Read {
+                        ra_at: cfa - 8,
+                        ra,
+                        bp_at: 0,
+                        bp: 0,
+                    };
+                    r.n += 1;
+                }
+                None => r.complete = false,
+            }
+            if !r.complete {
+                reads = None;
+            }
+        }
         if bp_words != 0 {
             // SAFETY: as above: `saved_bp`, `cfa` less a whole number of words, is aligned, at
             // least `sp` (checked above) and below `cfa`, so within `[sp, high)`.
             bp = unsafe { (saved_bp as *const usize).read() };
+            let this_read = reads.as_deref().map_or(usize::MAX, |r| r.n.wrapping_sub(1));
+            bp_from = Some((this_read, saved_bp));
         }
         sp = cfa;
         ip = ra;
@@ -285,6 +336,195 @@ pub fn walk(
             return Some(n);
         }
     }
+}
+
+/// The words a walk read at one frame: the return address, and the saved `rbp` the frame's rule
+/// restores when a later frame's CFA is computed from it (`bp_at` 0: none is).
+#[derive(Clone, Copy)]
+struct Read {
+    ra_at: usize,
+    ra: usize,
+    bp_at: usize,
+    bp: usize,
+}
+
+/// Frames a remembered walk may read: a capture's deepest plus those it drops.
+const REMEMBERED_FRAMES: usize = super::STACK_WORDS + 8;
+
+/// What one walk read: `words[..n]`, and whether it used the `rbp` it started from; all of it
+/// only if `complete`.
+struct Reads {
+    n: usize,
+    uses_bp: bool,
+    complete: bool,
+    words: [Read; REMEMBERED_FRAMES],
+}
+
+/// A walk remembered, with where it started.
+struct Remembered {
+    /// Whether the rest holds a complete walk.
+    valid: bool,
+    regs: Registers,
+    drop: usize,
+    depth: usize,
+    /// Return addresses written, and their `hash_stack`.
+    n: usize,
+    hash: u64,
+    reads: Reads,
+}
+
+/// Walks a thread remembered.
+const REMEMBERED: usize = 4;
+
+/// The last walks of a thread (kept in its capture buffer), so that a stack met again is not
+/// walked again. A walk is a function of the registers it starts from, the rules of the addresses
+/// it meets (a function of the address) and the words it reads from the stack: when it starts
+/// from the same registers (`rbp` only if it used it before reloading it) and every word it read
+/// still holds the same value, it would return the same stack. Those words are known in advance,
+/// so checking them takes loads that do not wait for one another, where the walk's each wait for
+/// the one before. Valid as all zero bytes: empty.
+pub struct Memo {
+    walks: [Remembered; REMEMBERED],
+    /// `walks` from the most recently used.
+    order: [u8; REMEMBERED],
+}
+
+impl Memo {
+    /// No walk remembered (as are all zero bytes).
+    #[cfg(test)]
+    pub const EMPTY: Memo = Memo {
+        walks: [const {
+            Remembered {
+                valid: false,
+                regs: Registers {
+                    ip: 0,
+                    sp: 0,
+                    bp: 0,
+                },
+                drop: 0,
+                depth: 0,
+                n: 0,
+                hash: 0,
+                reads: Reads {
+                    n: 0,
+                    uses_bp: false,
+                    complete: false,
+                    words: [Read {
+                        ra_at: 0,
+                        ra: 0,
+                        bp_at: 0,
+                        bp: 0,
+                    }; REMEMBERED_FRAMES],
+                },
+            }
+        }; REMEMBERED],
+        order: [0; REMEMBERED],
+    };
+
+    /// `order`, set up on first use (it is all zero until then, which no order is).
+    fn ordered(&mut self) -> &mut [u8; REMEMBERED] {
+        if self.order == [0; REMEMBERED] {
+            self.order = std::array::from_fn(|i| i as u8);
+        }
+        &mut self.order
+    }
+
+    /// Makes the walk at `at` in the order the most recently used.
+    fn promote(&mut self, at: usize) {
+        let order = self.ordered();
+        if let Some(&i) = order.get(at) {
+            for k in (1..=at.min(REMEMBERED - 1)).rev() {
+                order[k] = order[k - 1];
+            }
+            order[0] = i;
+        }
+    }
+}
+
+/// `walk`, with the hash of the stack (`intern::hash_stack`), or, for a stack `memo` remembers,
+/// both without walking.
+pub fn walk_remembered(
+    memo: &mut Memo,
+    regs: &Registers,
+    stack: (usize, usize),
+    out: &mut [usize],
+    drop: usize,
+) -> Option<(usize, u64)> {
+    let hashed = |out: &[usize], n: usize| (n, hash_stack(out.get(..n).unwrap_or(&[])));
+    // Every word such a walk reads fits in `Reads` (one per frame but the last), and the first
+    // address written is one it read (not the one it started from).
+    if drop == 0 || drop + out.len() > REMEMBERED_FRAMES {
+        return walk(regs, stack, out, drop).map(|n| hashed(out, n));
+    }
+    let order = *memo.ordered();
+    for (at, &i) in order.iter().enumerate() {
+        let w = &memo.walks[usize::from(i)];
+        let same_start = w.valid
+            && w.regs.ip == regs.ip
+            && w.regs.sp == regs.sp
+            && (!w.reads.uses_bp || w.regs.bp == regs.bp)
+            && w.drop == drop
+            && w.depth == out.len();
+        // SAFETY: a valid remembered walk started on this thread (the memo is the thread's own)
+        // from the stack pointer `regs.sp`, the current one, and read only aligned words of this
+        // thread's stack at or above it as it went up.
+        if same_start && unsafe { still_holds(&w.reads) } {
+            let (n, hash) = (w.n, w.hash);
+            // The return address read at frame `k` is where frame `k + 1` runs.
+            let frames = w.reads.words.iter().skip(drop - 1).map(|r| r.ra);
+            for (slot, ip) in out.iter_mut().zip(frames).take(n) {
+                *slot = ip;
+            }
+            memo.promote(at);
+            #[cfg(test)]
+            tests::REPLAYED.with(|r| r.set(r.get() + 1));
+            return Some((n, hash));
+        }
+    }
+    let last = REMEMBERED - 1;
+    let w = &mut memo.walks[usize::from(order[last])];
+    w.valid = false;
+    let n = walk_recording(regs, stack, out, drop, Some(&mut w.reads))?;
+    w.valid = w.reads.complete;
+    w.regs = Registers {
+        ip: regs.ip,
+        sp: regs.sp,
+        bp: regs.bp,
+    };
+    w.drop = drop;
+    w.depth = out.len();
+    let captured = hashed(out, n);
+    (w.n, w.hash) = captured;
+    memo.promote(last);
+    Some(captured)
+}
+
+/// Whether every word in `reads` still holds what the walk read.
+///
+/// # Safety
+/// Every address in `reads` must be an aligned word of the calling thread's stack, at or above
+/// its current frame.
+unsafe fn still_holds(reads: &Reads) -> bool {
+    let Some(words) = reads.words.get(..reads.n) else {
+        return false;
+    };
+    // Eight frames at a time: a remembered walk of another call path parts from this one a few
+    // frames in, where checking it can stop.
+    for chunk in words.chunks(8) {
+        let mut diff = 0;
+        for r in chunk {
+            // SAFETY: the caller's contract.
+            diff |= unsafe { (r.ra_at as *const usize).read() } ^ r.ra;
+            if r.bp_at != 0 {
+                // SAFETY: the caller's contract.
+                diff |= unsafe { (r.bp_at as *const usize).read() } ^ r.bp;
+            }
+        }
+        if diff != 0 {
+            return false;
+        }
+    }
+    true
 }
 
 /// Storage for the unwind-table evaluation on the stack (about 2.5 KiB), so that finding a rule
@@ -509,6 +749,89 @@ fn words(bytes: i64, max: u32) -> Option<u32> {
 mod tests {
     use super::*;
     use crate::callsite::capture::stack_bounds;
+    use std::cell::Cell;
+
+    /// A stack by `walk_remembered` (and its hash), and by `walk`.
+    type Both = (Option<(Vec<usize>, u64)>, Option<Vec<usize>>);
+
+    std::thread_local! {
+        /// Walks `walk_remembered` gave without walking, on this thread.
+        pub(super) static REPLAYED: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// The stack above this function's caller by `walk_remembered` with `memo` (and its hash),
+    /// and by `walk`.
+    #[inline(never)]
+    fn remembered_and_walked(memo: &mut Memo) -> Both {
+        let mut regs = Registers::default();
+        registers(&mut regs);
+        let mut out = [0usize; 48];
+        let remembered = walk_remembered(memo, &regs, stack_bounds(), &mut out, 2)
+            .map(|(n, hash)| (out[..n].to_vec(), hash));
+        let mut regs = Registers::default();
+        registers(&mut regs);
+        let mut out = [0usize; 48];
+        let walked = walk(&regs, stack_bounds(), &mut out, 2).map(|n| out[..n].to_vec());
+        (remembered, walked)
+    }
+
+    #[inline(never)]
+    fn from_one_caller(memo: &mut Memo) -> Both {
+        std::hint::black_box(remembered_and_walked(memo))
+    }
+
+    #[inline(never)]
+    fn from_another_caller(memo: &mut Memo) -> Both {
+        std::hint::black_box(remembered_and_walked(memo))
+    }
+
+    fn assert_same((remembered, walked): Both) {
+        let (remembered, hash) = remembered.expect("remembered walk");
+        assert_eq!(Some(&remembered), walked.as_ref());
+        assert_eq!(hash, hash_stack(&remembered));
+    }
+
+    #[test]
+    fn a_stack_met_again_is_given_without_walking_and_as_walked() {
+        let mut memo = Box::new(Memo::EMPTY);
+        let before = REPLAYED.with(Cell::get);
+        for _ in 0..std::hint::black_box(3) {
+            assert_same(from_one_caller(&mut memo));
+        }
+        assert_eq!(REPLAYED.with(Cell::get) - before, 2);
+    }
+
+    #[test]
+    fn stacks_of_two_callers_at_the_same_depth_are_told_apart() {
+        let mut memo = Box::new(Memo::EMPTY);
+        let before = REPLAYED.with(Cell::get);
+        for _ in 0..std::hint::black_box(3) {
+            assert_same(from_one_caller(&mut memo));
+            assert_same(from_another_caller(&mut memo));
+        }
+        // Both remembered after their first walk.
+        assert_eq!(REPLAYED.with(Cell::get) - before, 4);
+    }
+
+    #[test]
+    fn more_stacks_than_remembered_walks_are_still_right() {
+        let mut memo = Box::new(Memo::EMPTY);
+        for depth in 0..std::hint::black_box(REMEMBERED * 3) {
+            let (remembered, walked) = nested_remembered(depth, &mut memo);
+            let (remembered, _) = remembered.expect("remembered walk");
+            assert_eq!(Some(remembered), walked);
+        }
+    }
+
+    #[inline(never)]
+    fn nested_remembered(depth: usize, memo: &mut Memo) -> Both {
+        let r = if depth == 0 {
+            remembered_and_walked(memo)
+        } else {
+            nested_remembered(depth - 1, memo)
+        };
+        std::hint::black_box(r)
+    }
 
     /// The stack above this function's caller, by `walk` and by the general unwinder.
     #[inline(never)]
