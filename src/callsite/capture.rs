@@ -304,17 +304,23 @@ fn capture_hashed_here(out: &mut [usize], skip: usize, memo: Option<&mut Memo>) 
             return check_with_unwinder(out, skip, &walk);
         }
     }
-    UNWOUND.fetch_add(1, Ordering::Relaxed);
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     if let Some(memo) = memo {
-        if let Some(captured) = capture_unwind_remembered(out, skip, memo) {
-            return captured;
+        let remembered = capture_unwind_remembered(out, skip, memo);
+        // Counted only when a walk ran: a counter all threads add to would cost more than a
+        // remembered walk.
+        if !remembered.is_some_and(|(_, _, replayed)| replayed) {
+            UNWOUND.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some((n, hash, _)) = remembered {
+            return (n, hash);
         }
         let n = capture_unwind_from(out, skip, false);
         return (n, hash_stack(out.get(..n).unwrap_or(&[])));
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     let _ = memo;
+    UNWOUND.fetch_add(1, Ordering::Relaxed);
     let n = capture_unwind_from(out, skip, true);
     (n, hash_stack(out.get(..n).unwrap_or(&[])))
 }
@@ -354,8 +360,8 @@ fn check_with_unwinder(out: &mut [usize], skip: usize, walk: &fp::Walk) -> (usiz
     (n, hash_stack(out.get(..n).unwrap_or(&[])))
 }
 
-/// How many captures so far fell back to the unwinder (all of them without frame pointers; with
-/// frame pointers, those whose chain was broken).
+/// How many captures so far fell back to the unwinder: with frame pointers, those whose chain was
+/// broken; without, all of them but those a thread's remembered walks gave (see `cfi::Memo`).
 pub fn unwound_count() -> u64 {
     UNWOUND.load(Ordering::Relaxed)
 }
@@ -386,15 +392,15 @@ pub fn capture_general_unwind(out: &mut [usize], skip: usize) -> usize {
 }
 
 /// [`capture_unwind_from`]'s cached walk, which `memo` (the thread's) spares for stacks met
-/// again, with the hash of the stack (`intern::hash_stack`); `None` when the general unwinder must
-/// make the capture. Drops the same frames.
+/// again, with the hash of the stack (`intern::hash_stack`) and whether it was spared; `None`
+/// when the general unwinder must make the capture. Drops the same frames.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[inline(never)]
 fn capture_unwind_remembered(
     out: &mut [usize],
     skip: usize,
     memo: &mut Memo,
-) -> Option<(usize, u64)> {
+) -> Option<(usize, u64, bool)> {
     let mut regs = super::cfi::Registers::default();
     super::cfi::registers(&mut regs);
     // This function's frame, its caller's, then `skip` more.

@@ -257,12 +257,10 @@ fn walk_recording(
         return None;
     }
     if let Some(r) = reads.as_deref_mut() {
-        r.n = 0;
-        r.uses_bp = false;
-        r.complete = true;
+        (r.n, r.n_bps, r.uses_bp, r.complete) = (0, 0, false, true);
     }
-    // Where `bp` was last restored from: the number of the frame's read, and the address.
-    let mut bp_from: Option<(usize, usize)> = None;
+    // Where `bp` was last restored from, once it was.
+    let mut bp_from: Option<usize> = None;
     let mut n = 0;
     let mut dropped = 0;
     loop {
@@ -301,24 +299,10 @@ fn walk_recording(
             if from_bp {
                 match bp_from {
                     None => r.uses_bp = true,
-                    Some((k, at)) => match r.words.get_mut(k) {
-                        Some(read) => (read.bp_at, read.bp) = (at, bp),
-                        None => r.complete = false,
-                    },
+                    Some(at) => r.complete &= push(&mut r.bps, &mut r.n_bps, (at, bp)),
                 }
             }
-            match r.words.get_mut(r.n) {
-                Some(slot) => {
-                    *slot = Read {
-                        ra_at: cfa - 8,
-                        ra,
-                        bp_at: 0,
-                        bp: 0,
-                    };
-                    r.n += 1;
-                }
-                None => r.complete = false,
-            }
+            r.complete &= push(&mut r.ras, &mut r.n, (cfa - 8, ra));
             if !r.complete {
                 reads = None;
             }
@@ -327,8 +311,7 @@ fn walk_recording(
             // SAFETY: as above: `saved_bp`, `cfa` less a whole number of words, is aligned, at
             // least `sp` (checked above) and below `cfa`, so within `[sp, high)`.
             bp = unsafe { (saved_bp as *const usize).read() };
-            let this_read = reads.as_deref().map_or(usize::MAX, |r| r.n.wrapping_sub(1));
-            bp_from = Some((this_read, saved_bp));
+            bp_from = Some(saved_bp);
         }
         sp = cfa;
         ip = ra;
@@ -338,26 +321,35 @@ fn walk_recording(
     }
 }
 
-/// The words a walk read at one frame: the return address, and the saved `rbp` the frame's rule
-/// restores when a later frame's CFA is computed from it (`bp_at` 0: none is).
-#[derive(Clone, Copy)]
-struct Read {
-    ra_at: usize,
-    ra: usize,
-    bp_at: usize,
-    bp: usize,
+/// Appends `word` to `words[..*n]`; whether there was room.
+fn push(words: &mut [(usize, usize)], n: &mut usize, word: (usize, usize)) -> bool {
+    match words.get_mut(*n) {
+        Some(slot) => {
+            *slot = word;
+            *n += 1;
+            true
+        }
+        None => false,
+    }
 }
 
 /// Frames a remembered walk may read: a capture's deepest plus those it drops.
 const REMEMBERED_FRAMES: usize = super::STACK_WORDS + 8;
 
-/// What one walk read: `words[..n]`, and whether it used the `rbp` it started from; all of it
-/// only if `complete`.
+/// Saved `rbp` values a remembered walk may compute CFAs from (code without frame pointers
+/// rarely does).
+const BP_READS: usize = 8;
+
+/// What one walk read from the stack, as (address, word) pairs: the return address of each frame
+/// (`ras[..n]`), and the saved `rbp` values a CFA was computed from (`bps[..n_bps]`); whether it
+/// used the `rbp` it started from; all of it only if `complete`.
 struct Reads {
     n: usize,
+    n_bps: usize,
     uses_bp: bool,
     complete: bool,
-    words: [Read; REMEMBERED_FRAMES],
+    ras: [(usize, usize); REMEMBERED_FRAMES],
+    bps: [(usize, usize); BP_READS],
 }
 
 /// A walk remembered, with where it started.
@@ -373,8 +365,8 @@ struct Remembered {
     reads: Reads,
 }
 
-/// Walks a thread remembered.
-const REMEMBERED: usize = 4;
+/// Walks a thread remembers: as many as the recent stacks of its capture buffer.
+const REMEMBERED: usize = 8;
 
 /// The last walks of a thread (kept in its capture buffer), so that a stack met again is not
 /// walked again. A walk is a function of the registers it starts from, the rules of the addresses
@@ -382,11 +374,16 @@ const REMEMBERED: usize = 4;
 /// from the same registers (`rbp` only if it used it before reloading it) and every word it read
 /// still holds the same value, it would return the same stack. Those words are known in advance,
 /// so checking them takes loads that do not wait for one another, where the walk's each wait for
-/// the one before. Valid as all zero bytes: empty.
+/// the one before. Most allocations come from places that take turns, so the walk that followed
+/// the last one the time before is checked first. Valid as all zero bytes: empty.
 pub struct Memo {
     walks: [Remembered; REMEMBERED],
     /// `walks` from the most recently used.
     order: [u8; REMEMBERED],
+    /// For each walk, the walk given right after it the last time.
+    after: [u8; REMEMBERED],
+    /// The walk given last.
+    last: u8,
 }
 
 impl Memo {
@@ -407,18 +404,17 @@ impl Memo {
                 hash: 0,
                 reads: Reads {
                     n: 0,
+                    n_bps: 0,
                     uses_bp: false,
                     complete: false,
-                    words: [Read {
-                        ra_at: 0,
-                        ra: 0,
-                        bp_at: 0,
-                        bp: 0,
-                    }; REMEMBERED_FRAMES],
+                    ras: [(0, 0); REMEMBERED_FRAMES],
+                    bps: [(0, 0); BP_READS],
                 },
             }
         }; REMEMBERED],
         order: [0; REMEMBERED],
+        after: [0; REMEMBERED],
+        last: 0,
     };
 
     /// `order`, set up on first use (it is all zero until then, which no order is).
@@ -429,60 +425,90 @@ impl Memo {
         &mut self.order
     }
 
-    /// Makes the walk at `at` in the order the most recently used.
-    fn promote(&mut self, at: usize) {
+    /// Makes walk `i` the most recently used, and the one that followed the last.
+    fn given(&mut self, i: u8) {
         let order = self.ordered();
-        if let Some(&i) = order.get(at) {
-            for k in (1..=at.min(REMEMBERED - 1)).rev() {
-                order[k] = order[k - 1];
+        let at = order.iter().position(|&k| k == i).unwrap_or(REMEMBERED - 1);
+        if let Some(head) = order.get_mut(..=at) {
+            head.rotate_right(1);
+            if let Some(first) = head.first_mut() {
+                *first = i;
             }
-            order[0] = i;
         }
+        if let Some(after) = self.after.get_mut(usize::from(self.last)) {
+            *after = i;
+        }
+        self.last = i;
     }
-}
 
-/// `walk`, with the hash of the stack (`intern::hash_stack`), or, for a stack `memo` remembers,
-/// both without walking.
-pub fn walk_remembered(
-    memo: &mut Memo,
-    regs: &Registers,
-    stack: (usize, usize),
-    out: &mut [usize],
-    drop: usize,
-) -> Option<(usize, u64)> {
-    let hashed = |out: &[usize], n: usize| (n, hash_stack(out.get(..n).unwrap_or(&[])));
-    // Every word such a walk reads fits in `Reads` (one per frame but the last), and the first
-    // address written is one it read (not the one it started from).
-    if drop == 0 || drop + out.len() > REMEMBERED_FRAMES {
-        return walk(regs, stack, out, drop).map(|n| hashed(out, n));
-    }
-    let order = *memo.ordered();
-    for (at, &i) in order.iter().enumerate() {
-        let w = &memo.walks[usize::from(i)];
+    /// The stack of walk `i` into `out` (`drop` frames dropped), with its hash, if it starts
+    /// from `regs` and every word it read still holds.
+    fn replay(
+        &self,
+        i: u8,
+        regs: &Registers,
+        out: &mut [usize],
+        drop: usize,
+    ) -> Option<(usize, u64)> {
+        let w = self.walks.get(usize::from(i))?;
         let same_start = w.valid
             && w.regs.ip == regs.ip
             && w.regs.sp == regs.sp
             && (!w.reads.uses_bp || w.regs.bp == regs.bp)
             && w.drop == drop
             && w.depth == out.len();
+        if !same_start {
+            return None;
+        }
+        // The return address into the calling function, which tells most places apart, first.
+        let &(first_at, first) = w.reads.ras.get(drop.checked_sub(1)?)?;
         // SAFETY: a valid remembered walk started on this thread (the memo is the thread's own)
         // from the stack pointer `regs.sp`, the current one, and read only aligned words of this
-        // thread's stack at or above it as it went up.
-        if same_start && unsafe { still_holds(&w.reads) } {
-            let (n, hash) = (w.n, w.hash);
-            // The return address read at frame `k` is where frame `k + 1` runs.
-            let frames = w.reads.words.iter().skip(drop - 1).map(|r| r.ra);
-            for (slot, ip) in out.iter_mut().zip(frames).take(n) {
-                *slot = ip;
-            }
-            memo.promote(at);
-            #[cfg(test)]
-            tests::REPLAYED.with(|r| r.set(r.get() + 1));
-            return Some((n, hash));
+        // thread's stack at or above it as it went up, `first_at` among them.
+        if unsafe { (first_at as *const usize).read() } != first {
+            return None;
+        }
+        // SAFETY: as above.
+        if !unsafe { still_holds(&w.reads) } {
+            return None;
+        }
+        // The return address read at frame `k` is where frame `k + 1` runs.
+        let frames = w.reads.ras.iter().skip(drop - 1).map(|&(_, ra)| ra);
+        for (slot, ip) in out.iter_mut().zip(frames).take(w.n) {
+            *slot = ip;
+        }
+        Some((w.n, w.hash))
+    }
+}
+
+/// `walk`, with the hash of the stack (`intern::hash_stack`), or, for a stack `memo` remembers,
+/// both without walking; and whether the walk was spared so.
+pub fn walk_remembered(
+    memo: &mut Memo,
+    regs: &Registers,
+    stack: (usize, usize),
+    out: &mut [usize],
+    drop: usize,
+) -> Option<(usize, u64, bool)> {
+    let hashed = |out: &[usize], n: usize| (n, hash_stack(out.get(..n).unwrap_or(&[])), false);
+    // Every word such a walk reads fits in `Reads` (one per frame but the last), and the first
+    // address written is one it read (not the one it started from).
+    if drop == 0 || drop + out.len() > REMEMBERED_FRAMES {
+        return walk(regs, stack, out, drop).map(|n| hashed(out, n));
+    }
+    let guess = memo.after.get(usize::from(memo.last)).copied().unwrap_or(0);
+    let order = *memo.ordered();
+    let others = order.into_iter().filter(|&i| i != guess);
+    for i in std::iter::once(guess).chain(others) {
+        if let Some((n, hash)) = memo.replay(i, regs, out, drop) {
+            memo.given(i);
+            return Some((n, hash, true));
         }
     }
-    let last = REMEMBERED - 1;
-    let w = &mut memo.walks[usize::from(order[last])];
+    let oldest = order[REMEMBERED - 1];
+    let Some(w) = memo.walks.get_mut(usize::from(oldest)) else {
+        return walk(regs, stack, out, drop).map(|n| hashed(out, n));
+    };
     w.valid = false;
     let n = walk_recording(regs, stack, out, drop, Some(&mut w.reads))?;
     w.valid = w.reads.complete;
@@ -494,8 +520,8 @@ pub fn walk_remembered(
     w.drop = drop;
     w.depth = out.len();
     let captured = hashed(out, n);
-    (w.n, w.hash) = captured;
-    memo.promote(last);
+    (w.n, w.hash, _) = captured;
+    memo.given(oldest);
     Some(captured)
 }
 
@@ -505,26 +531,17 @@ pub fn walk_remembered(
 /// Every address in `reads` must be an aligned word of the calling thread's stack, at or above
 /// its current frame.
 unsafe fn still_holds(reads: &Reads) -> bool {
-    let Some(words) = reads.words.get(..reads.n) else {
+    let (Some(ras), Some(bps)) = (reads.ras.get(..reads.n), reads.bps.get(..reads.n_bps)) else {
         return false;
     };
-    // Eight frames at a time: a remembered walk of another call path parts from this one a few
+    // Eight words at a time: a remembered walk of another call path parts from this one a few
     // frames in, where checking it can stop.
-    for chunk in words.chunks(8) {
-        let mut diff = 0;
-        for r in chunk {
+    ras.chunks(8).chain([bps]).all(|chunk| {
+        chunk.iter().fold(0, |diff, &(at, word)| {
             // SAFETY: the caller's contract.
-            diff |= unsafe { (r.ra_at as *const usize).read() } ^ r.ra;
-            if r.bp_at != 0 {
-                // SAFETY: the caller's contract.
-                diff |= unsafe { (r.bp_at as *const usize).read() } ^ r.bp;
-            }
-        }
-        if diff != 0 {
-            return false;
-        }
-    }
-    true
+            diff | (unsafe { (at as *const usize).read() } ^ word)
+        }) == 0
+    })
 }
 
 /// Storage for the unwind-table evaluation on the stack (about 2.5 KiB), so that finding a rule
@@ -756,7 +773,7 @@ mod tests {
 
     std::thread_local! {
         /// Walks `walk_remembered` gave without walking, on this thread.
-        pub(super) static REPLAYED: Cell<u64> = const { Cell::new(0) };
+        static REPLAYED: Cell<u64> = const { Cell::new(0) };
     }
 
     /// The stack above this function's caller by `walk_remembered` with `memo` (and its hash),
@@ -766,8 +783,11 @@ mod tests {
         let mut regs = Registers::default();
         registers(&mut regs);
         let mut out = [0usize; 48];
-        let remembered = walk_remembered(memo, &regs, stack_bounds(), &mut out, 2)
-            .map(|(n, hash)| (out[..n].to_vec(), hash));
+        let remembered =
+            walk_remembered(memo, &regs, stack_bounds(), &mut out, 2).map(|(n, hash, replayed)| {
+                REPLAYED.with(|r| r.set(r.get() + u64::from(replayed)));
+                (out[..n].to_vec(), hash)
+            });
         let mut regs = Registers::default();
         registers(&mut regs);
         let mut out = [0usize; 48];
