@@ -79,10 +79,9 @@ pub(crate) const NEAR_STACK_TOP: usize = 256 * 1024;
 const HINT: &[u8] = b"heapdelta: this program was built without frame pointers; call sites are \
 captured by unwinding the stack with its DWARF call-frame information, up to several times the \
 cost of walking frame pointers (on x86_64 Linux; microseconds per allocation on other targets). \
-Build with \
-`-C force-frame-pointers=yes`, e.g. in .cargo/config.toml: [build] rustflags = [\"-C\", \
-\"force-frame-pointers=yes\"] (a RUSTFLAGS environment variable replaces that list), or sample \
-(CallSites::Sampled, HEAPDELTA=sites=sampled:BYTES)\n";
+Build with `-C force-frame-pointers=yes`, e.g. in .cargo/config.toml: [build] rustflags = \
+[\"-C\", \"force-frame-pointers=yes\"] (a RUSTFLAGS environment variable replaces that list), \
+or sample (CallSites::Sampled, HEAPDELTA=sites=sampled:BYTES)\n";
 
 static HINT_PRINTED: AtomicBool = AtomicBool::new(false);
 
