@@ -974,17 +974,19 @@ mod tests {
         assert_eq!(rule_lookups(), before);
     }
 
-    #[test]
-    fn a_saved_rbp_offset_that_cannot_be_negated_is_left_to_the_general_unwinder() {
-        let cfa = CfaRule::<usize>::RegisterAndOffset {
+    /// The rule of a row whose CFA is `rsp + 16`, with the return address below it and `bp`
+    /// the rule of `rbp`.
+    fn rule_with_bp(bp: RegisterRule<usize>) -> Rule {
+        let cfa = CfaRule::RegisterAndOffset {
             register: X86_64::RSP,
             offset: 16,
         };
-        let ra = Some(RegisterRule::Offset(-8));
-        assert_eq!(
-            rule_of(&cfa, ra, Some(RegisterRule::Offset(i64::MIN))),
-            Rule::Unknown
-        );
+        rule_of(&cfa, Some(RegisterRule::Offset(-8)), Some(bp))
+    }
+
+    #[test]
+    fn a_saved_rbp_offset_that_cannot_be_negated_is_left_to_the_general_unwinder() {
+        assert_eq!(rule_with_bp(RegisterRule::Offset(i64::MIN)), Rule::Unknown);
     }
 
     #[test]
@@ -1042,13 +1044,8 @@ mod tests {
 
     #[test]
     fn a_register_kept_in_another_register_is_left_to_the_general_unwinder() {
-        let cfa = CfaRule::<usize>::RegisterAndOffset {
-            register: X86_64::RSP,
-            offset: 16,
-        };
-        let ra = Some(RegisterRule::Offset(-8));
         assert_eq!(
-            rule_of(&cfa, ra, Some(RegisterRule::Register(X86_64::RBX))),
+            rule_with_bp(RegisterRule::Register(X86_64::RBX)),
             Rule::Unknown
         );
     }
