@@ -81,8 +81,9 @@ pub(crate) struct StackBuffer {
     /// checks a guess that held before, so allocations from places in no particular order do not
     /// pay for checks that fail.
     sure: [bool; RECENT],
-    /// Without frame pointers, the unwinder's last walks (valid as zero bytes: none).
-    memo: Memo,
+    /// Without frame pointers, the unwinder's last walks: allocated on the first capture that
+    /// uses them (about 18 KiB), null until then or when the system allocator fails.
+    memo: *mut Memo,
 }
 
 impl StackBuffer {
@@ -108,7 +109,7 @@ impl StackBuffer {
             current: RECENT,
             after: [RECENT; RECENT],
             sure: [false; RECENT],
-            memo: Memo::EMPTY,
+            memo: ptr::null_mut(),
         }
     }
 
@@ -123,7 +124,7 @@ impl StackBuffer {
         let buffer = unsafe { System.alloc_zeroed(layout) }.cast::<StackBuffer>();
         if !buffer.is_null() {
             // SAFETY: `buffer` is a fresh block of the buffer's layout; every field is valid as
-            // zero bytes (integers, booleans and arrays of them), and the two written here are
+            // zero bytes (integers, booleans, arrays of them, a null pointer), and the two written here are
             // written through raw pointers, without a reference to the whole.
             unsafe {
                 ptr::addr_of_mut!((*buffer).current).write(RECENT);
@@ -140,8 +141,15 @@ impl StackBuffer {
     /// `buffer` must be null or come from `allocate`, and not be used afterwards.
     pub(crate) unsafe fn free(buffer: *mut StackBuffer) {
         if !buffer.is_null() {
-            // SAFETY: the caller's contract: `allocate` got it from `System` with this layout.
-            unsafe { System.dealloc(buffer.cast(), Layout::new::<StackBuffer>()) };
+            // SAFETY: the caller's contract: `allocate` got it from `System` with this layout, and
+            // its memo, if any, from `System` with the memo's (`memo`).
+            unsafe {
+                let memo = (*buffer).memo;
+                if !memo.is_null() {
+                    System.dealloc(memo.cast(), Layout::new::<Memo>());
+                }
+                System.dealloc(buffer.cast(), Layout::new::<StackBuffer>());
+            }
             LIVE_BUFFERS.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -158,7 +166,13 @@ impl StackBuffer {
         else {
             return 0;
         };
-        let c = capture_recorded(start, out, records, Some(&mut self.memo));
+        // Without frame pointers (`start` 0), the unwinder makes the capture.
+        let memo = if start == 0 {
+            Self::memo(&mut self.memo)
+        } else {
+            None
+        };
+        let c = capture_recorded(start, out, records, memo);
         let (i, seen) = self.entry_of(c.n, c.hash);
         // A stack is made replayable when it comes again after the same stack as the time before,
         // as the guess will be checked once it holds twice: copying the records of a stack in no
@@ -185,6 +199,20 @@ impl StackBuffer {
             }
         }
         self.follow(i)
+    }
+
+    /// A buffer's memo of unwinder walks (its `memo` field), allocated (zeroed: empty) from the
+    /// system allocator on first use; `None` where there is none (the allocator failed, or other
+    /// targets).
+    fn memo(memo: &mut *mut Memo) -> Option<&mut Memo> {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        if memo.is_null() {
+            // SAFETY: the memo's layout has a non-zero size; all zero bytes are an empty memo.
+            *memo = unsafe { System.alloc_zeroed(Layout::new::<Memo>()) }.cast();
+        }
+        // SAFETY: a non-null `memo` is the buffer's own, from `System`, valid when zeroed, and
+        // borrowed through the buffer's field only.
+        unsafe { memo.as_mut() }
     }
 
     /// The site id `capture_site(start, depth)` would return, without walking the stack, when

@@ -85,19 +85,14 @@ or sample (CallSites::Sampled, HEAPDELTA=sites=sampled:BYTES)\n";
 
 static HINT_PRINTED: AtomicBool = AtomicBool::new(false);
 
-/// What the unwinder remembers of a thread's last walks, kept in its capture buffer (see
+/// What the unwinder remembers of a thread's last walks, kept by its capture buffer (see
 /// `cfi::Memo`).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(crate) use super::cfi::Memo;
 
-/// Nothing on targets without the cached unwinder.
+/// Nothing on targets without the cached unwinder: no value, so a memo is never given.
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-pub(crate) struct Memo;
-
-#[cfg(all(test, not(all(target_arch = "x86_64", target_os = "linux"))))]
-impl Memo {
-    pub const EMPTY: Memo = Memo;
-}
+pub(crate) type Memo = std::convert::Infallible;
 
 /// Captures that used the unwinder (slow path only, so the counter costs the fast path nothing).
 static UNWOUND: AtomicU64 = AtomicU64::new(0);

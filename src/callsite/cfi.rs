@@ -24,9 +24,13 @@
 //! this thread in a callback of its own that allocates), then sends that capture to the general
 //! unwinder.
 //!
+//! Each thread also remembers its last walks ([`Memo`]), so that a stack met again is checked
+//! rather than walked.
+//!
 //! A library unloaded leaves its rules in the table until the next lookup, which sees that the
-//! loader's count of unloaded objects changed and empties the table. Until then, another library
-//! loaded at the same addresses can get wrong frames (never a read outside the thread's stack).
+//! loader's count of unloaded objects changed and empties the table (the walks remembered with
+//! those rules are then forgotten too). Until then, another library loaded at the same addresses
+//! can get wrong frames (never a read outside the thread's stack).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -203,8 +207,14 @@ pub fn rule_lookups() -> u64 {
     LOOKUPS.try_with(std::cell::Cell::get).unwrap_or(0)
 }
 
-/// Empties the rule table, so that the next captures look their rules up again: for tests.
+/// How many times the rule table was emptied: a remembered walk (see `Memo`) made before holds
+/// rules that may be gone.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Empties the rule table, so that the next captures look their rules up again (and forget the
+/// walks made with the old ones).
 pub fn forget_rules() {
+    GENERATION.fetch_add(1, Ordering::Relaxed);
     for set in &RULES {
         for entry in &set.0 {
             entry.store(0, Ordering::Relaxed);
@@ -272,6 +282,10 @@ fn walk_recording(
             };
             *slot = ip;
             n += 1;
+            // Full: what the frame's caller is does not matter.
+            if n == out.len() {
+                return Some(n);
+            }
         }
         let (from_bp, cfa_words, bp_words) = match rule_for(ip) {
             Rule::Step {
@@ -299,6 +313,8 @@ fn walk_recording(
             if from_bp {
                 match bp_from {
                     None => r.uses_bp = true,
+                    // Once per saved value, however many frames compute a CFA from it.
+                    Some(at) if r.n_bps > 0 && r.bps.get(r.n_bps - 1) == Some(&(at, bp)) => {}
                     Some(at) => r.complete &= push(&mut r.bps, &mut r.n_bps, (at, bp)),
                 }
             }
@@ -336,9 +352,9 @@ fn push(words: &mut [(usize, usize)], n: &mut usize, word: (usize, usize)) -> bo
 /// Frames a remembered walk may read: a capture's deepest plus those it drops.
 const REMEMBERED_FRAMES: usize = super::STACK_WORDS + 8;
 
-/// Saved `rbp` values a remembered walk may compute CFAs from (code without frame pointers
-/// rarely does).
-const BP_READS: usize = 8;
+/// Saved `rbp` values a remembered walk may compute CFAs from: code without frame pointers
+/// rarely does, but libraries built with them (a distribution's C libraries) do at every frame.
+const BP_READS: usize = 32;
 
 /// What one walk read from the stack, as (address, word) pairs: the return address of each frame
 /// (`ras[..n]`), and the saved `rbp` values a CFA was computed from (`bps[..n_bps]`); whether it
@@ -362,6 +378,8 @@ struct Remembered {
     /// Return addresses written, and their `hash_stack`.
     n: usize,
     hash: u64,
+    /// `GENERATION` when the walk began.
+    generation: u64,
     reads: Reads,
 }
 
@@ -402,6 +420,7 @@ impl Memo {
                 depth: 0,
                 n: 0,
                 hash: 0,
+                generation: 0,
                 reads: Reads {
                     n: 0,
                     n_bps: 0,
@@ -452,6 +471,7 @@ impl Memo {
     ) -> Option<(usize, u64)> {
         let w = self.walks.get(usize::from(i))?;
         let same_start = w.valid
+            && w.generation == GENERATION.load(Ordering::Relaxed)
             && w.regs.ip == regs.ip
             && w.regs.sp == regs.sp
             && (!w.reads.uses_bp || w.regs.bp == regs.bp)
@@ -460,11 +480,13 @@ impl Memo {
         if !same_start {
             return None;
         }
-        // The return address into the calling function, which tells most places apart, first.
-        let &(first_at, first) = w.reads.ras.get(drop.checked_sub(1)?)?;
-        // SAFETY: a valid remembered walk started on this thread (the memo is the thread's own)
-        // from the stack pointer `regs.sp`, the current one, and read only aligned words of this
-        // thread's stack at or above it as it went up, `first_at` among them.
+        // The return address into the calling function, which tells most places apart, first
+        // (a walk that ended before it wrote a frame has none).
+        let &(first_at, first) = w.reads.ras.get(..w.reads.n)?.get(drop.checked_sub(1)?)?;
+        // SAFETY: a valid remembered walk started on this thread (the memo is the thread's own,
+        // freed when it exits) from the stack pointer `regs.sp`, the current one, which it found
+        // within the thread's stack bounds, and read only aligned words of this thread's stack at
+        // or above it as it went up, `first_at` among them (`ras[..n]`).
         if unsafe { (first_at as *const usize).read() } != first {
             return None;
         }
@@ -493,7 +515,11 @@ pub fn walk_remembered(
     let hashed = |out: &[usize], n: usize| (n, hash_stack(out.get(..n).unwrap_or(&[])), false);
     // Every word such a walk reads fits in `Reads` (one per frame but the last), and the first
     // address written is one it read (not the one it started from).
-    if drop == 0 || drop + out.len() > REMEMBERED_FRAMES {
+    if drop == 0
+        || drop
+            .checked_add(out.len())
+            .is_none_or(|f| f > REMEMBERED_FRAMES)
+    {
         return walk(regs, stack, out, drop).map(|n| hashed(out, n));
     }
     let guess = memo.after.get(usize::from(memo.last)).copied().unwrap_or(0);
@@ -510,8 +536,10 @@ pub fn walk_remembered(
         return walk(regs, stack, out, drop).map(|n| hashed(out, n));
     };
     w.valid = false;
+    w.generation = GENERATION.load(Ordering::Relaxed);
     let n = walk_recording(regs, stack, out, drop, Some(&mut w.reads))?;
-    w.valid = w.reads.complete;
+    // (A walk that stopped before it wrote a frame read fewer words than it dropped.)
+    w.valid = w.reads.complete && (n == 0 || n + drop - 1 <= w.reads.n);
     w.regs = Registers {
         ip: regs.ip,
         sp: regs.sp,
@@ -836,11 +864,46 @@ mod tests {
     #[test]
     fn more_stacks_than_remembered_walks_are_still_right() {
         let mut memo = Box::new(Memo::EMPTY);
-        for depth in 0..std::hint::black_box(REMEMBERED * 3) {
-            let (remembered, walked) = nested_remembered(depth, &mut memo);
-            let (remembered, _) = remembered.expect("remembered walk");
-            assert_eq!(Some(remembered), walked);
+        // (Depth, whether given without walking), from one call so that only the depth differs:
+        // as many stacks as are remembered are given again without walking; one more takes the
+        // place of the one used longest ago, which is then walked again.
+        let r = REMEMBERED;
+        let first = (0..r).map(|d| (d, 0));
+        let again = (0..r).map(|d| (d, 1));
+        let then = [(r, 0), (0, 0), (r - 1, 1), (r, 1)];
+        for (depth, expected) in first.chain(again).chain(then) {
+            assert_eq!(replayed(&mut memo, depth), expected, "depth {depth}");
         }
+    }
+
+    /// Checks `nested_remembered(depth, memo)` against a walk; returns whether it was replayed.
+    #[inline(never)]
+    fn replayed(memo: &mut Memo, depth: usize) -> u64 {
+        let before = REPLAYED.with(Cell::get);
+        assert_same(nested_remembered(depth, memo));
+        REPLAYED.with(Cell::get) - before
+    }
+
+    /// `remembered_and_walked` below twelve frames of recursion, from one of two callers.
+    #[inline(never)]
+    fn deep_from_one_caller(memo: &mut Memo) -> Both {
+        std::hint::black_box(nested_remembered(12, memo))
+    }
+
+    #[inline(never)]
+    fn deep_from_another_caller(memo: &mut Memo) -> Both {
+        std::hint::black_box(nested_remembered(12, memo))
+    }
+
+    #[test]
+    fn stacks_that_part_only_deep_down_are_told_apart() {
+        let mut memo = Box::new(Memo::EMPTY);
+        let before = REPLAYED.with(Cell::get);
+        for _ in 0..std::hint::black_box(3) {
+            assert_same(deep_from_one_caller(&mut memo));
+            assert_same(deep_from_another_caller(&mut memo));
+        }
+        assert_eq!(REPLAYED.with(Cell::get) - before, 4);
     }
 
     #[inline(never)]
