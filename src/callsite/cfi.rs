@@ -615,7 +615,7 @@ fn find_rule(ip: usize) -> Option<Rule> {
         }
         std::thread::yield_now();
     }
-    let _ = LOOKUPS.try_with(|n| n.set(n.get() + 1));
+    let _ = LOOKUPS.try_with(|n| n.set(n.get().wrapping_add(1)));
     let mut search = Search {
         ip,
         rule: Rule::Unknown,
