@@ -24,7 +24,7 @@
 
 #[cfg(test)]
 use super::capture::start_here;
-use super::capture::{capture_recorded, same_chain, still_chain_end, Memo};
+use super::capture::{capture_recorded, same_chain, still_chain_end, InMemo, Memo};
 use super::intern::{intern_hashed, SiteId};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
@@ -173,6 +173,9 @@ impl StackBuffer {
             None
         };
         let c = capture_recorded(start, out, records, memo);
+        if let InMemo::Named(site) = c.memo {
+            return site;
+        }
         let (i, seen) = self.entry_of(c.n, c.hash);
         // A stack is made replayable when it comes again after the same stack as the time before,
         // as the guess will be checked once it holds twice: copying the records of a stack in no
@@ -198,7 +201,13 @@ impl StackBuffer {
                 }
             }
         }
-        self.follow(i)
+        let site = self.follow(i);
+        if c.memo == InMemo::Unnamed {
+            if let Some(memo) = Self::memo(&mut self.memo) {
+                memo.name_last(site);
+            }
+        }
+        site
     }
 
     /// A buffer's memo of unwinder walks (its `memo` field), allocated (zeroed: empty) from the

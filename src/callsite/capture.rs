@@ -161,7 +161,8 @@ pub fn capture(out: &mut [usize], skip: usize) -> usize {
 /// `intern::intern_hashed`.
 #[inline(never)]
 pub fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
-    capture_hashed_here(out, skip, None)
+    let (n, hash, _) = capture_hashed_here(out, skip, None);
+    (n, hash)
 }
 
 /// What a capture found.
@@ -176,6 +177,8 @@ pub struct Captured {
     /// With `recorded`: 0 when the walk was complete on its own; otherwise it was trusted because
     /// it ended at the thread's known chain end, this frame record (see [`still_chain_end`]).
     pub trusted_end: usize,
+    /// Without frame pointers, whether it is the memo's last walk, and its site.
+    pub memo: InMemo,
 }
 
 /// Where a capture inlined into the calling function starts: that function's frame record, or 0
@@ -222,6 +225,7 @@ pub fn capture_recorded(
                     hash: walk.hash,
                     recorded: walk.recorded,
                     trusted_end,
+                    memo: InMemo::No,
                 };
             }
             UNWOUND.fetch_add(1, Ordering::Relaxed);
@@ -231,16 +235,18 @@ pub fn capture_recorded(
                 hash,
                 recorded: false,
                 trusted_end: 0,
+                memo: InMemo::No,
             };
         }
     }
     let _ = records;
-    let (n, hash) = capture_hashed_here(out, CALLER, memo);
+    let (n, hash, memo) = capture_hashed_here(out, CALLER, memo);
     Captured {
         n,
         hash,
         recorded: false,
         trusted_end: 0,
+        memo,
     }
 }
 
@@ -283,9 +289,13 @@ pub unsafe fn same_chain(records: &[usize], frames: &[[usize; 2]]) -> bool {
 /// The body of `capture` and `capture_hashed`, inlined into each so that the frame the walk starts
 /// from is theirs (`memo`: see `capture_unwind_from`).
 #[inline(always)]
-fn capture_hashed_here(out: &mut [usize], skip: usize, memo: Option<&mut Memo>) -> (usize, u64) {
+fn capture_hashed_here(
+    out: &mut [usize],
+    skip: usize,
+    memo: Option<&mut Memo>,
+) -> (usize, u64, InMemo) {
     if out.is_empty() {
-        return (0, hash_stack(&[]));
+        return (0, hash_stack(&[]), InMemo::No);
     }
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
@@ -293,10 +303,11 @@ fn capture_hashed_here(out: &mut [usize], skip: usize, memo: Option<&mut Memo>) 
             let fp = fp::current_frame_pointer();
             let walk = fp::walk(fp, stack_bounds(), out, &mut [], skip, near_top());
             if walk.complete || (walk.outermost != 0 && walk.outermost == chain_end()) {
-                return (walk.n, walk.hash);
+                return (walk.n, walk.hash, InMemo::No);
             }
             UNWOUND.fetch_add(1, Ordering::Relaxed);
-            return check_with_unwinder(out, skip, &walk);
+            let (n, hash) = check_with_unwinder(out, skip, &walk);
+            return (n, hash, InMemo::No);
         }
     }
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -304,20 +315,37 @@ fn capture_hashed_here(out: &mut [usize], skip: usize, memo: Option<&mut Memo>) 
         let remembered = capture_unwind_remembered(out, skip, memo);
         // Counted only when a walk ran: a counter all threads add to would cost more than a
         // remembered walk.
-        if !remembered.is_some_and(|(_, _, replayed)| replayed) {
+        if !remembered.as_ref().is_some_and(|w| w.replayed) {
             UNWOUND.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some((n, hash, _)) = remembered {
-            return (n, hash);
+        if let Some(w) = remembered {
+            let in_memo = match (w.remembered, w.site) {
+                (false, _) => InMemo::No,
+                (true, 0) => InMemo::Unnamed,
+                (true, site) => InMemo::Named(site),
+            };
+            return (w.n, w.hash, in_memo);
         }
         let n = capture_unwind_from(out, skip, false);
-        return (n, hash_stack(out.get(..n).unwrap_or(&[])));
+        return (n, hash_stack(out.get(..n).unwrap_or(&[])), InMemo::No);
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     let _ = memo;
     UNWOUND.fetch_add(1, Ordering::Relaxed);
     let n = capture_unwind_from(out, skip, true);
-    (n, hash_stack(out.get(..n).unwrap_or(&[])))
+    (n, hash_stack(out.get(..n).unwrap_or(&[])), InMemo::No)
+}
+
+/// Whether a capture is the stack of the last walk a thread's memo gave (see `cfi::Memo`), and
+/// the site named for it, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InMemo {
+    /// It is not.
+    No,
+    /// It is, and its site is not named yet: `Memo::name_last` names it.
+    Unnamed,
+    /// It is, and this is its site; the return addresses were not written.
+    Named(u32),
 }
 
 /// Frames the unwinder sees beyond a complete frame-pointer chain: libc's start routines
@@ -387,15 +415,15 @@ pub fn capture_general_unwind(out: &mut [usize], skip: usize) -> usize {
 }
 
 /// [`capture_unwind_from`]'s cached walk, which `memo` (the thread's) spares for stacks met
-/// again, with the hash of the stack (`intern::hash_stack`) and whether it was spared; `None`
-/// when the general unwinder must make the capture. Drops the same frames.
+/// again (see `cfi::Walked`); `None` when the general unwinder must make the capture. Drops the
+/// same frames.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[inline(never)]
 fn capture_unwind_remembered(
     out: &mut [usize],
     skip: usize,
     memo: &mut Memo,
-) -> Option<(usize, u64, bool)> {
+) -> Option<super::cfi::Walked> {
     let mut regs = super::cfi::Registers::default();
     super::cfi::registers(&mut regs);
     // This function's frame, its caller's, then `skip` more.

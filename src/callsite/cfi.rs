@@ -378,6 +378,8 @@ struct Remembered {
     /// Return addresses written, and their `hash_stack`.
     n: usize,
     hash: u64,
+    /// Their site, once named (`Memo::name_last`; 0: not yet).
+    site: u32,
     /// `GENERATION` when the walk began.
     generation: u64,
     reads: Reads,
@@ -420,6 +422,7 @@ impl Memo {
                 depth: 0,
                 n: 0,
                 hash: 0,
+                site: 0,
                 generation: 0,
                 reads: Reads {
                     n: 0,
@@ -462,13 +465,7 @@ impl Memo {
 
     /// The stack of walk `i` into `out` (`drop` frames dropped), with its hash, if it starts
     /// from `regs` and every word it read still holds.
-    fn replay(
-        &self,
-        i: u8,
-        regs: &Registers,
-        out: &mut [usize],
-        drop: usize,
-    ) -> Option<(usize, u64)> {
+    fn replay(&self, i: u8, regs: &Registers, out: &mut [usize], drop: usize) -> Option<Walked> {
         let w = self.walks.get(usize::from(i))?;
         let same_start = w.valid
             && w.generation == GENERATION.load(Ordering::Relaxed)
@@ -494,25 +491,63 @@ impl Memo {
         if !unsafe { still_holds(&w.reads) } {
             return None;
         }
-        // The return address read at frame `k` is where frame `k + 1` runs.
-        let frames = w.reads.ras.iter().skip(drop - 1).map(|&(_, ra)| ra);
-        for (slot, ip) in out.iter_mut().zip(frames).take(w.n) {
-            *slot = ip;
+        // A stack whose site is known need not be written out.
+        if w.site == 0 {
+            // The return address read at frame `k` is where frame `k + 1` runs.
+            let frames = w.reads.ras.iter().skip(drop - 1).map(|&(_, ra)| ra);
+            for (slot, ip) in out.iter_mut().zip(frames).take(w.n) {
+                *slot = ip;
+            }
         }
-        Some((w.n, w.hash))
+        Some(Walked {
+            n: w.n,
+            hash: w.hash,
+            replayed: true,
+            remembered: true,
+            site: w.site,
+        })
+    }
+
+    /// Names the site of the walk given last, for its next replays (see [`Walked`]).
+    pub fn name_last(&mut self, site: u32) {
+        if let Some(w) = self.walks.get_mut(usize::from(self.last)) {
+            w.site = site;
+        }
     }
 }
 
+/// What [`walk_remembered`] gave.
+pub struct Walked {
+    /// Return addresses written.
+    pub n: usize,
+    /// Their `intern::hash_stack`.
+    pub hash: u64,
+    /// Whether the walk was spared.
+    pub replayed: bool,
+    /// Whether the stack is now the memo's last walk (replayed, or walked and remembered), whose
+    /// site [`Memo::name_last`] then sets.
+    pub remembered: bool,
+    /// The site named for the stack (0: none yet; otherwise the return addresses were not
+    /// written).
+    pub site: u32,
+}
+
 /// `walk`, with the hash of the stack (`intern::hash_stack`), or, for a stack `memo` remembers,
-/// both without walking; and whether the walk was spared so.
+/// both without walking (see [`Walked`]).
 pub fn walk_remembered(
     memo: &mut Memo,
     regs: &Registers,
     stack: (usize, usize),
     out: &mut [usize],
     drop: usize,
-) -> Option<(usize, u64, bool)> {
-    let hashed = |out: &[usize], n: usize| (n, hash_stack(out.get(..n).unwrap_or(&[])), false);
+) -> Option<Walked> {
+    let hashed = |out: &[usize], n: usize| Walked {
+        n,
+        hash: hash_stack(out.get(..n).unwrap_or(&[])),
+        replayed: false,
+        remembered: false,
+        site: 0,
+    };
     // Every word such a walk reads fits in `Reads` (one per frame but the last), and the first
     // address written is one it read (not the one it started from).
     if drop == 0
@@ -526,9 +561,9 @@ pub fn walk_remembered(
     let order = *memo.ordered();
     let others = order.into_iter().filter(|&i| i != guess);
     for i in std::iter::once(guess).chain(others) {
-        if let Some((n, hash)) = memo.replay(i, regs, out, drop) {
+        if let Some(walked) = memo.replay(i, regs, out, drop) {
             memo.given(i);
-            return Some((n, hash, true));
+            return Some(walked);
         }
     }
     let oldest = order[REMEMBERED - 1];
@@ -536,6 +571,7 @@ pub fn walk_remembered(
         return walk(regs, stack, out, drop).map(|n| hashed(out, n));
     };
     w.valid = false;
+    w.site = 0;
     w.generation = GENERATION.load(Ordering::Relaxed);
     let n = walk_recording(regs, stack, out, drop, Some(&mut w.reads))?;
     // (A walk that stopped before it wrote a frame read fewer words than it dropped.)
@@ -547,8 +583,9 @@ pub fn walk_remembered(
     };
     w.drop = drop;
     w.depth = out.len();
-    let captured = hashed(out, n);
-    (w.n, w.hash, _) = captured;
+    let mut captured = hashed(out, n);
+    (w.n, w.hash) = (captured.n, captured.hash);
+    captured.remembered = w.valid;
     memo.given(oldest);
     Some(captured)
 }
@@ -811,11 +848,10 @@ mod tests {
         let mut regs = Registers::default();
         registers(&mut regs);
         let mut out = [0usize; 48];
-        let remembered =
-            walk_remembered(memo, &regs, stack_bounds(), &mut out, 2).map(|(n, hash, replayed)| {
-                REPLAYED.with(|r| r.set(r.get() + u64::from(replayed)));
-                (out[..n].to_vec(), hash)
-            });
+        let remembered = walk_remembered(memo, &regs, stack_bounds(), &mut out, 2).map(|w| {
+            REPLAYED.with(|r| r.set(r.get() + u64::from(w.replayed)));
+            (out[..w.n].to_vec(), w.hash)
+        });
         let mut regs = Registers::default();
         registers(&mut regs);
         let mut out = [0usize; 48];
