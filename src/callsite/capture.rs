@@ -92,7 +92,15 @@ pub(crate) use super::cfi::Memo;
 
 /// Nothing on targets without the cached unwinder: no value, so a memo is never given.
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-pub(crate) type Memo = std::convert::Infallible;
+pub(crate) enum Memo {}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+impl Memo {
+    /// As `cfi::Memo::name_last`; there is no memo to name anything in.
+    pub(crate) fn name_last(&mut self, _site: u32) {
+        match *self {}
+    }
+}
 
 /// Captures that used the unwinder (slow path only, so the counter costs the fast path nothing).
 static UNWOUND: AtomicU64 = AtomicU64::new(0);
@@ -339,6 +347,10 @@ fn capture_hashed_here(
 /// Whether a capture is the stack of the last walk a thread's memo gave (see `cfi::Memo`), and
 /// the site named for it, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    not(all(target_arch = "x86_64", target_os = "linux")),
+    allow(dead_code, reason = "only the cached unwinder remembers walks")
+)]
 pub enum InMemo {
     /// It is not.
     No,
