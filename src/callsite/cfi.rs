@@ -252,8 +252,9 @@ pub fn walk(
     walk_recording(regs, stack, out, drop, None)
 }
 
-/// `walk`, writing each word it reads from the stack into `reads` when given one (left as it
-/// is when the walk reads more words than it holds).
+/// `walk`, writing into `reads`, when given one, the stack words the result depends on: each
+/// return address, and each saved `rbp` a CFA is computed from (see `Memo`); `reads.complete`
+/// says whether they all fit.
 fn walk_recording(
     regs: &Registers,
     stack: (usize, usize),
