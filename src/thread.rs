@@ -388,7 +388,8 @@ impl State {
         if self.busy.replace(true) {
             return 0;
         }
-        let start = start_here();
+        // With no frame to keep, nothing is walked (nor are frame pointers probed for).
+        let start = if depth == 0 { 0 } else { start_here() };
         let buffer = self.stack.get();
         // SAFETY: a non-null `stack` is this thread's own buffer (from `StackBuffer::allocate`),
         // only borrowed while `busy` is set, by this call; a nested call on this thread sees

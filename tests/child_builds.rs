@@ -17,11 +17,18 @@ struct Run {
 
 /// Builds the fixture in the release profile with `rustflags` and `debug` (its debug info).
 fn build_and_run(name: &str, rustflags: &str, debug: &str) -> Run {
-    build_and_run_in(name, rustflags, debug, true)
+    build_and_run_in(name, rustflags, debug, true, None)
 }
 
-/// `build_and_run` in the release profile, or the dev profile when not `release`.
-fn build_and_run_in(name: &str, rustflags: &str, debug: &str, release: bool) -> Run {
+/// `build_and_run` in the release profile, or the dev profile when not `release`; the fixture
+/// runs with `HEAPDELTA` set to `heapdelta` when given.
+fn build_and_run_in(
+    name: &str,
+    rustflags: &str,
+    debug: &str,
+    release: bool,
+    heapdelta: Option<&str>,
+) -> Run {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let target: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -42,9 +49,11 @@ fn build_and_run_in(name: &str, rustflags: &str, debug: &str, release: bool) -> 
     };
     let status = build.status().expect("cargo runs");
     assert!(status.success(), "building the fixture ({name}) failed");
-    let out = Command::new(target.join(dir).join("alloc_kinds"))
-        .output()
-        .expect("fixture runs");
+    let mut fixture = Command::new(target.join(dir).join("alloc_kinds"));
+    if let Some(settings) = heapdelta {
+        fixture.env("HEAPDELTA", settings);
+    }
+    let out = fixture.output().expect("fixture runs");
     assert!(
         out.status.success(),
         "fixture ({name}) failed: {}",
@@ -128,6 +137,7 @@ fn without_frame_pointers_in_a_debug_build_sites_are_right_and_captures_stay_cac
         "-C force-frame-pointers=no",
         "line-tables-only",
         false,
+        None,
     );
     let sites = rows(&run, "site");
     assert!(
@@ -176,4 +186,22 @@ fn without_debug_info_types_are_unknown_rather_than_wrong() {
     }
     assert!(blocks(&run, "(unknown)") > 0, "{}", run.stdout);
     assert_eq!(types.iter().map(|(b, _)| b).sum::<i64>(), ALL_BLOCKS);
+}
+
+#[test]
+fn without_frame_pointers_and_a_depth_of_zero_nothing_is_walked_or_hinted() {
+    let run = build_and_run_in(
+        "no-frame-pointers",
+        "-C force-frame-pointers=no",
+        "line-tables-only",
+        true,
+        Some("depth=0"),
+    );
+    assert!(
+        !run.stderr.contains("force-frame-pointers"),
+        "no hint when no frame is kept: {}",
+        run.stderr
+    );
+    assert_eq!(rows(&run, "site"), [(ALL_BLOCKS, "(unknown)")]);
+    assert_eq!(rows(&run, "unwound"), [(0, "0")]);
 }

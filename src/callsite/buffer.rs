@@ -167,7 +167,7 @@ impl StackBuffer {
             return 0;
         };
         // Without frame pointers (`start` 0), the unwinder makes the capture.
-        let memo = if start == 0 {
+        let memo = if start == 0 && depth > 0 {
             Self::memo(&mut self.memo)
         } else {
             None
