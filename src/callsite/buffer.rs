@@ -124,8 +124,8 @@ impl StackBuffer {
         let buffer = unsafe { System.alloc_zeroed(layout) }.cast::<StackBuffer>();
         if !buffer.is_null() {
             // SAFETY: `buffer` is a fresh block of the buffer's layout; every field is valid as
-            // zero bytes (integers, booleans, arrays of them, a null pointer), and the two written here are
-            // written through raw pointers, without a reference to the whole.
+            // zero bytes (integers, booleans, arrays of them, a null pointer), and the two
+            // written here are written through raw pointers, without a reference to the whole.
             unsafe {
                 ptr::addr_of_mut!((*buffer).current).write(RECENT);
                 ptr::addr_of_mut!((*buffer).after).write([RECENT; RECENT]);

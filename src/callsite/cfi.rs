@@ -886,16 +886,25 @@ mod tests {
         assert_eq!(REPLAYED.with(Cell::get) - before, 2);
     }
 
-    #[test]
-    fn stacks_of_two_callers_at_the_same_depth_are_told_apart() {
+    /// Three rounds of a capture through `one` then through `another`, each checked against a
+    /// walk; returns how many were given without walking.
+    fn replays_taking_turns(one: fn(&mut Memo) -> Both, another: fn(&mut Memo) -> Both) -> u64 {
         let mut memo = Box::new(Memo::EMPTY);
         let before = REPLAYED.with(Cell::get);
         for _ in 0..std::hint::black_box(3) {
-            assert_same(from_one_caller(&mut memo));
-            assert_same(from_another_caller(&mut memo));
+            assert_same(one(&mut memo));
+            assert_same(another(&mut memo));
         }
+        REPLAYED.with(Cell::get) - before
+    }
+
+    #[test]
+    fn stacks_of_two_callers_at_the_same_depth_are_told_apart() {
         // Both remembered after their first walk.
-        assert_eq!(REPLAYED.with(Cell::get) - before, 4);
+        assert_eq!(
+            replays_taking_turns(from_one_caller, from_another_caller),
+            4
+        );
     }
 
     #[test]
@@ -934,13 +943,10 @@ mod tests {
 
     #[test]
     fn stacks_that_part_only_deep_down_are_told_apart() {
-        let mut memo = Box::new(Memo::EMPTY);
-        let before = REPLAYED.with(Cell::get);
-        for _ in 0..std::hint::black_box(3) {
-            assert_same(deep_from_one_caller(&mut memo));
-            assert_same(deep_from_another_caller(&mut memo));
-        }
-        assert_eq!(REPLAYED.with(Cell::get) - before, 4);
+        assert_eq!(
+            replays_taking_turns(deep_from_one_caller, deep_from_another_caller),
+            4
+        );
     }
 
     #[inline(never)]
