@@ -23,7 +23,7 @@ use std::sync::atomic::{
 use serde::{Deserialize, Serialize};
 
 use crate::header::Header;
-use crate::sizeclass::{class_of, NUM_CLASSES, SMALL_MAX};
+use crate::sizeclass::{class_of, NUM_CLASSES};
 
 /// Thread slots, slot 0 being the shared one.
 pub const MAX_SLOTS: usize = 256;
@@ -119,23 +119,31 @@ impl Counts {
     }
 }
 
-/// Counters for the small request sizes, one array per kind so that the two an allocation or a
+/// Requests of up to this many bytes (a page) are counted by exact size, with one add per event;
+/// larger ones by size class, with two. The test that picks one or the other is a branch on the
+/// size, and a mispredicted branch costs more than the counting itself: with exact sizes up to
+/// 512 bytes only, the `growth` bench (temporaries of 8 B to 1 KiB in no order) ran at 1.28×
+/// `System` with sites off, against 1.17× with this bound, and the small churn was unchanged.
+/// Most programs' requests are below a page, where the branch always goes one way.
+const EXACT_MAX: usize = 4096;
+
+/// Counters for the requests counted by exact size, one array per kind so that the two an allocation or a
 /// free touches pack eight sizes to a cache line: the bytes they stand for are the size times the
 /// count, so one add per event keeps both blocks and bytes.
 struct SizeCnts {
-    alloc: [Cnt; SMALL_MAX + 1],
-    free: [Cnt; SMALL_MAX + 1],
+    alloc: [Cnt; EXACT_MAX + 1],
+    free: [Cnt; EXACT_MAX + 1],
     /// Frees of blocks born in an earlier epoch than the one they were freed in. Most blocks die
     /// young, so counting the old ones (young = all − old) keeps the usual free to one add.
-    old_free: [Cnt; SMALL_MAX + 1],
+    old_free: [Cnt; EXACT_MAX + 1],
 }
 
 impl SizeCnts {
     const fn new() -> Self {
         SizeCnts {
-            alloc: [const { Cnt::new() }; SMALL_MAX + 1],
-            free: [const { Cnt::new() }; SMALL_MAX + 1],
-            old_free: [const { Cnt::new() }; SMALL_MAX + 1],
+            alloc: [const { Cnt::new() }; EXACT_MAX + 1],
+            free: [const { Cnt::new() }; EXACT_MAX + 1],
+            old_free: [const { Cnt::new() }; EXACT_MAX + 1],
         }
     }
 }
@@ -192,9 +200,9 @@ pub struct Slot {
     /// those of epoch 0, the current one until then).
     bare: AtomicU64,
     claimed: AtomicBool,
-    /// Requests of up to `SMALL_MAX` bytes, by exact size.
+    /// Requests of up to `EXACT_MAX` bytes, by exact size.
     sizes: SizeCnts,
-    /// Larger requests, by size class.
+    /// Larger requests, by size class (the classes of smaller ones stay zero).
     classes: [Quad; NUM_CLASSES],
     tags: [Quad; MAX_TAGS],
     young_free_blocks: Cnt,
@@ -529,7 +537,7 @@ fn read(slots: &[Slot]) -> Raw {
         tags: read_quads(&|s| &s.tags, MAX_TAGS),
         ..Raw::default()
     };
-    for (size, class) in (0..=SMALL_MAX).map(|n| (n as u64, class_of(n))) {
+    for (size, class) in (0..=EXACT_MAX).map(|n| (n as u64, class_of(n))) {
         let c = &mut raw.classes[class];
         // Frees before allocations, as for the other groups.
         for cnt in slots.iter().map(|s| &s.sizes) {
@@ -738,6 +746,31 @@ mod tests {
         assert_eq!(raw.tags[5].alloc_bytes, 48);
         assert_eq!(raw.young_free, (1, 40));
         assert_eq!(raw.sites[3000].counts.alloc_bytes, 48);
+    }
+
+    #[test]
+    fn sizes_on_both_sides_of_the_exact_bound_count_in_their_classes() {
+        let slot = Slot::new();
+        for size in [EXACT_MAX - 1, EXACT_MAX, EXACT_MAX + 1, 3 * EXACT_MAX] {
+            slot.alloc(size, 0, false);
+            slot.alloc(size, 0, false);
+            slot.free(size, 0, true, false);
+            slot.free(size, 0, false, false);
+        }
+        let raw = read_one(&slot);
+        let mut expected = vec![Counts::default(); NUM_CLASSES];
+        for size in [EXACT_MAX - 1, EXACT_MAX, EXACT_MAX + 1, 3 * EXACT_MAX] {
+            let c = &mut expected[class_of(size)];
+            c.add(&Counts {
+                alloc_blocks: 2,
+                alloc_bytes: 2 * size as u64,
+                free_blocks: 2,
+                free_bytes: 2 * size as u64,
+            });
+        }
+        assert_eq!(raw.classes, expected);
+        let young_bytes = (EXACT_MAX - 1 + EXACT_MAX + EXACT_MAX + 1 + 3 * EXACT_MAX) as u64;
+        assert_eq!(raw.young_free, (4, young_bytes));
     }
 
     #[test]
