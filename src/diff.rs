@@ -255,6 +255,8 @@ pub struct Delta {
     pub(crate) sampled_mean: Option<u64>,
     /// The path of the program the later snapshot was taken in, when known.
     pub(crate) program: Option<String>,
+    /// The id of the process the later snapshot was taken in, when known.
+    pub(crate) pid: Option<u32>,
     /// Whether this compares what was live in two snapshots that do not make a window (see
     /// `is_window`): the allocations and frees between them are not known.
     pub(crate) comparison: bool,
@@ -410,6 +412,7 @@ impl Delta {
             // Either side's site figures being estimates makes their difference one.
             sampled_mean: b.sampled_mean.or(a.sampled_mean),
             program: b.program.clone(),
+            pid: b.pid,
             comparison: !is_window,
             several_steps: is_window && b.epoch.saturating_sub(a.epoch) > 1,
         }

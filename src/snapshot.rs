@@ -123,6 +123,9 @@ pub struct Snapshot {
     /// kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) program: Option<String>,
+    /// The id of the process that took it, when known (not in files written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pid: Option<u32>,
     pub(crate) totals: Totals,
     /// Frees of blocks born in the epoch they were freed in: (blocks, bytes).
     pub(crate) young_free: (u64, u64),
@@ -211,6 +214,7 @@ impl Snapshot {
             unix_nanos: 0,
             sampled_mean: None,
             program: None,
+            pid: None,
             totals: Totals::default(),
             young_free: (0, 0),
             classes: Vec::new(),
@@ -299,6 +303,7 @@ impl Snapshot {
             unix_nanos: checkpoint::unix_nanos(),
             sampled_mean: config::sampled_mean(),
             program: checkpoint::program(),
+            pid: Some(std::process::id()),
             totals: Totals {
                 live_bytes,
                 live_blocks,

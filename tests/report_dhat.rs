@@ -120,6 +120,26 @@ fn the_command_line_names_the_program_that_counted_the_figures() {
 }
 
 #[test]
+fn the_file_names_the_process_that_took_the_snapshot() {
+    let d = dhat_of_snapshot(&heapdelta::snapshot());
+    assert_eq!(d["pid"], std::process::id());
+}
+
+#[test]
+fn the_process_id_survives_a_json_round_trip() {
+    let mut json = Vec::new();
+    heapdelta::snapshot().write_json_to(&mut json).unwrap();
+    let read = Snapshot::read_json_from(&json[..]).unwrap();
+    assert_eq!(dhat_of_snapshot(&read)["pid"], std::process::id());
+}
+
+#[test]
+fn a_snapshot_from_a_file_without_a_process_id_gives_pid_0() {
+    // The demo file was written before snapshots kept the process id.
+    assert_eq!(dhat_of_snapshot(&demo_snapshot())["pid"], 0);
+}
+
+#[test]
 fn the_command_line_says_which_figures_are_not_recorded() {
     let d = dhat_of_snapshot(&demo_snapshot());
     let cmd = d["cmd"].as_str().unwrap();

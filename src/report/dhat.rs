@@ -67,7 +67,9 @@ struct DhatFile {
 /// allocated type too, when known (`model::encode (src/model.rs:61) [Vec<f32>]`), as the text
 /// reports do, so that sites of one location that allocate two types stay apart; sites that map
 /// to the same frames are merged, as the viewer rejects a repeated location.
-fn build(sites: &[SiteFigures], cmd: String, seconds: f64) -> DhatFile {
+/// `pid` is the id of the process that took the snapshot (0 when not known, as for snapshots read
+/// from files written before it was kept).
+fn build(sites: &[SiteFigures], cmd: String, seconds: f64, pid: Option<u32>) -> DhatFile {
     let mut ftbl = vec!["[root]".to_string()];
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut by_fs: HashMap<Vec<usize>, usize> = HashMap::new();
@@ -124,7 +126,7 @@ fn build(sites: &[SiteFigures], cmd: String, seconds: f64) -> DhatFile {
         Mtu: "s",
         tuth: 10,
         cmd,
-        pid: 0,
+        pid: pid.unwrap_or(0),
         tg: micros,
         te: micros,
         pps,
@@ -185,7 +187,10 @@ impl Snapshot {
         let cmd = of_program(cmd, self.program.as_deref());
         let estimates = estimates_note_beside(self.sampled_mean, || self.exact_live());
         let cmd = with_notes(cmd, "live at the snapshot", estimates);
-        write_dhat(&build(&snapshot_sites(self), cmd, self.seconds), w)
+        write_dhat(
+            &build(&snapshot_sites(self), cmd, self.seconds, self.pid),
+            w,
+        )
     }
 }
 
@@ -223,7 +228,7 @@ impl Delta {
         let cmd = of_program(cmd, self.program.as_deref());
         let estimates = estimates_note_beside(self.sampled_mean, || self.exact_growth());
         let cmd = with_notes(cmd, "growth of live bytes", estimates);
-        write_dhat(&build(&delta_sites(self), cmd, self.seconds), w)
+        write_dhat(&build(&delta_sites(self), cmd, self.seconds, self.pid), w)
     }
 
     /// `"step 1" → "step 2"`, naming the window in report titles.
