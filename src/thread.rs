@@ -22,7 +22,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 
-use crate::callsite::{start_here, Sampler, StackBuffer};
+use crate::callsite::{start_here, unwind_start_here, Sampler, StackBuffer, UnwindStart};
 use crate::config;
 use crate::header::Header;
 use crate::stats::{self, Pending, SiteCnt, Slot};
@@ -390,11 +390,24 @@ impl State {
         }
         // With no frame to keep, nothing is walked (nor are frame pointers probed for).
         let start = if depth == 0 { 0 } else { start_here() };
+        // Without frame pointers, the unwinder starts from this function's registers (set here,
+        // not through a closure, which might not be inlined: they must be this function's).
+        let mut regs = UnwindStart::default();
+        let unwind = if start == 0 && depth > 0 {
+            unwind_start_here(&mut regs);
+            Some(&regs)
+        } else {
+            None
+        };
         let buffer = self.stack.get();
         // SAFETY: a non-null `stack` is this thread's own buffer (from `StackBuffer::allocate`),
         // only borrowed while `busy` is set, by this call; a nested call on this thread sees
         // `busy` and returns above, and no other thread can reach this thread-local.
-        if let Some(id) = unsafe { buffer.as_mut() }.and_then(|b| b.replay(start, depth)) {
+        let replayed = unsafe { buffer.as_mut() }.and_then(|b| match unwind {
+            None => b.replay(start, depth),
+            Some(regs) => b.replay_unwound(regs, depth),
+        });
+        if let Some(id) = replayed {
             // The replay neither allocates nor calls out: nothing ran that the guard must hide.
             self.busy.set(false);
             return id;
@@ -415,7 +428,7 @@ impl State {
         };
         // SAFETY: as above (a new buffer is this thread's too). Called from here, the function
         // `start` belongs to, as `StackBuffer::capture_site` requires.
-        unsafe { buffer.as_mut() }.map_or(0, |b| b.capture_site(start, depth))
+        unsafe { buffer.as_mut() }.map_or(0, |b| b.capture_site(start, depth, unwind))
     }
 
     /// The thread's capture buffer, allocated on its first capture; null (no call site recorded)

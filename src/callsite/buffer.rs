@@ -22,9 +22,11 @@
 //! Runs inside the global allocator (with heapdelta's guard set): no lock, no panic, and no
 //! allocation but the buffer itself, from the system allocator, on a thread's first capture.
 
+use super::capture::{
+    capture_recorded, same_chain, still_chain_end, InMemo, Memo, UnwindStart, FROM_REGS,
+};
 #[cfg(test)]
-use super::capture::start_here;
-use super::capture::{capture_recorded, same_chain, still_chain_end, InMemo, Memo};
+use super::capture::{start_here, unwind_start_here};
 use super::intern::{intern_hashed, SiteId};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
@@ -158,8 +160,15 @@ impl StackBuffer {
     /// [`start_here`](super::capture::start_here) in the function the capture is made for (the
     /// first address lies in its caller), and returns its site id. Out of line: the walk starts
     /// from `start` wherever it runs, and the function the replay is inlined into stays small.
+    /// Without frame pointers (`start` 0), the unwinder walks from `unwind`, the
+    /// [`UnwindStart`](super::capture::UnwindStart) of that function, when given.
     #[inline(never)]
-    pub(crate) fn capture_site(&mut self, start: usize, depth: usize) -> SiteId {
+    pub(crate) fn capture_site(
+        &mut self,
+        start: usize,
+        depth: usize,
+        unwind: Option<&UnwindStart>,
+    ) -> SiteId {
         let depth = depth.min(STACK_WORDS);
         let (Some(out), Some(records)) =
             (self.words.get_mut(..depth), self.records.get_mut(..=depth))
@@ -172,7 +181,7 @@ impl StackBuffer {
         } else {
             None
         };
-        let c = capture_recorded(start, out, records, memo);
+        let c = capture_recorded(start, out, records, unwind, memo);
         if let InMemo::Named(site) = c.memo {
             return site;
         }
@@ -251,6 +260,18 @@ impl StackBuffer {
         }
         self.current = i;
         Some(r.id)
+    }
+
+    /// Without frame pointers: the site id `capture_site(0, depth, Some(regs))` would return,
+    /// without walking the stack, when the thread's memo says it is the stack of the walk guessed
+    /// to come next, and names its site; `None` otherwise (then `capture_site` must run). Neither
+    /// allocates nor calls out.
+    #[inline(always)]
+    pub(crate) fn replay_unwound(&mut self, regs: &UnwindStart, depth: usize) -> Option<SiteId> {
+        // SAFETY: a non-null `memo` is the buffer's own, from `System`, valid when zeroed, and
+        // borrowed only through `&mut self`.
+        let memo = unsafe { self.memo.as_mut() }?;
+        memo.named_site(regs, depth.min(STACK_WORDS), FROM_REGS)
     }
 
     /// Makes entry `i` the current one, remembering that it came after the previous one; returns
@@ -392,11 +413,17 @@ mod tests {
     #[inline(always)]
     fn capture_from_here(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
         let start = start_here();
-        let replayed = buf.replay(start, depth);
-        let id = replayed.unwrap_or_else(|| buf.capture_site(start, depth));
+        // As `State::capture_site` makes them, without frame pointers too.
+        let mut unwind = UnwindStart::default();
+        unwind_start_here(&mut unwind);
+        let replayed = match start {
+            0 => buf.replay_unwound(&unwind, depth),
+            _ => buf.replay(start, depth),
+        };
+        let id = replayed.unwrap_or_else(|| buf.capture_site(start, depth, Some(&unwind)));
         let mut stack = vec![0; depth];
         let mut records = vec![0; depth + 1];
-        let c = capture_recorded(start, &mut stack, &mut records, None);
+        let c = capture_recorded(start, &mut stack, &mut records, None, None);
         stack.truncate(c.n);
         (replayed.is_some(), black_box(id), stack)
     }

@@ -100,6 +100,11 @@ impl Memo {
     pub(crate) fn name_last(&mut self, _site: u32) {
         match *self {}
     }
+
+    /// As `cfi::Memo::named_site`; there is no memo to find a site in.
+    pub(crate) fn named_site(&mut self, _: &UnwindStart, _: usize, _: usize) -> Option<u32> {
+        match *self {}
+    }
 }
 
 /// Captures that used the unwinder (slow path only, so the counter costs the fast path nothing).
@@ -161,7 +166,7 @@ pub(crate) fn set_chain_end(fp: usize) {
 pub fn capture(out: &mut [usize], skip: usize) -> usize {
     // Without frame pointers the unused hash is dropped, and the call to the unwinder would
     // become a tail jump, removing this frame, which the unwinder drops (see `capture_unwind`).
-    std::hint::black_box(capture_hashed_here(out, skip, None).0)
+    std::hint::black_box(capture_hashed_here(out, skip).0)
 }
 
 /// [`capture`], also returning `intern::hash_stack` of the captured stack, computed during the
@@ -169,8 +174,7 @@ pub fn capture(out: &mut [usize], skip: usize) -> usize {
 /// `intern::intern_hashed`.
 #[inline(never)]
 pub fn capture_hashed(out: &mut [usize], skip: usize) -> (usize, u64) {
-    let (n, hash, _) = capture_hashed_here(out, skip, None);
-    (n, hash)
+    capture_hashed_here(out, skip)
 }
 
 /// What a capture found.
@@ -208,13 +212,15 @@ pub fn start_here() -> usize {
 /// frames up to and including that one. When the frame-pointer walk is used, the address of each
 /// frame record it read is written to `records`, which has one more slot than `out`: after the
 /// last record comes the saved frame pointer the walk stopped at. With these, [`same_chain`]
-/// later tells whether a new capture would give the same stack. Without frame pointers, `memo`
-/// (the thread's) spares the walks of stacks met again.
+/// later tells whether a new capture would give the same stack. Without frame pointers, the
+/// cached unwinder walks from `unwind` (the [`UnwindStart`] of the function the capture is made
+/// for) when given, and `memo` (the thread's) spares the walks of stacks met again.
 #[inline(always)]
 pub fn capture_recorded(
     start: usize,
     out: &mut [usize],
     records: &mut [usize],
+    unwind: Option<&UnwindStart>,
     memo: Option<&mut Memo>,
 ) -> Captured {
     /// The unwinder starts in the function this is inlined into; its caller's frame is `start`.
@@ -248,13 +254,19 @@ pub fn capture_recorded(
         }
     }
     let _ = records;
-    let (n, hash, memo) = capture_hashed_here(out, CALLER, memo);
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if let (Some(regs), Some(memo), false) = (unwind, memo, out.is_empty()) {
+        return capture_unwound(regs, out, memo);
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    let _ = (unwind, memo);
+    let (n, hash) = capture_hashed_here(out, CALLER);
     Captured {
         n,
         hash,
         recorded: false,
         trusted_end: 0,
-        memo,
+        memo: InMemo::No,
     }
 }
 
@@ -295,15 +307,11 @@ pub unsafe fn same_chain(records: &[usize], frames: &[[usize; 2]]) -> bool {
 }
 
 /// The body of `capture` and `capture_hashed`, inlined into each so that the frame the walk starts
-/// from is theirs (`memo`: see `capture_unwind_from`).
+/// from is theirs.
 #[inline(always)]
-fn capture_hashed_here(
-    out: &mut [usize],
-    skip: usize,
-    memo: Option<&mut Memo>,
-) -> (usize, u64, InMemo) {
+fn capture_hashed_here(out: &mut [usize], skip: usize) -> (usize, u64) {
     if out.is_empty() {
-        return (0, hash_stack(&[]), InMemo::No);
+        return (0, hash_stack(&[]));
     }
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
@@ -311,37 +319,79 @@ fn capture_hashed_here(
             let fp = fp::current_frame_pointer();
             let walk = fp::walk(fp, stack_bounds(), out, &mut [], skip, near_top());
             if walk.complete || (walk.outermost != 0 && walk.outermost == chain_end()) {
-                return (walk.n, walk.hash, InMemo::No);
+                return (walk.n, walk.hash);
             }
             UNWOUND.fetch_add(1, Ordering::Relaxed);
-            let (n, hash) = check_with_unwinder(out, skip, &walk);
-            return (n, hash, InMemo::No);
+            return check_with_unwinder(out, skip, &walk);
         }
     }
+    UNWOUND.fetch_add(1, Ordering::Relaxed);
+    let n = capture_unwind_from(out, skip, true);
+    (n, hash_stack(out.get(..n).unwrap_or(&[])))
+}
+
+/// The registers an unwinder capture inlined into a function starts from: that function's, as
+/// [`start_here`] gives its frame record with frame pointers (x86_64 Linux; on other targets
+/// nothing: the general unwinder finds its own start).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(crate) use super::cfi::Registers as UnwindStart;
+
+/// Nothing on targets without the cached unwinder (see the x86_64 Linux `UnwindStart`).
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+#[derive(Default)]
+pub(crate) struct UnwindStart;
+
+/// Frames an unwinder capture from an [`UnwindStart`] drops: the function the capture is made
+/// for, so that the first address lies in its caller, as with frame pointers.
+pub(crate) const FROM_REGS: usize = 1;
+
+/// Sets `regs` to the [`UnwindStart`] of the function this is inlined into. (In place: a copy
+/// of the words just stored, read back as wider ones, would wait for the stores to complete.)
+#[inline(always)]
+pub(crate) fn unwind_start_here(regs: &mut UnwindStart) {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    if let Some(memo) = memo {
-        let remembered = capture_unwind_remembered(out, skip, memo);
-        // Counted only when a walk ran: a counter all threads add to would cost more than a
-        // remembered walk.
-        if !remembered.as_ref().is_some_and(|w| w.replayed) {
-            UNWOUND.fetch_add(1, Ordering::Relaxed);
-        }
-        if let Some(w) = remembered {
+    super::cfi::registers(regs);
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    let _ = regs;
+}
+
+/// The capture of a thread's capture buffer without frame pointers, from `regs` (the
+/// [`UnwindStart`] of the function it is made for): the cached walk, which `memo` (the thread's)
+/// spares for stacks met again, or the general unwinder where that walk gives up. Must be inlined
+/// as `capture_recorded` is.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[inline(always)]
+fn capture_unwound(regs: &UnwindStart, out: &mut [usize], memo: &mut Memo) -> Captured {
+    /// Dropped by the general unwinder after its own frame and its caller's: the function the
+    /// capture is made for (see `capture_recorded`).
+    const CALLER: usize = 1;
+    let remembered = super::cfi::walk_remembered(memo, regs, stack_bounds(), out, FROM_REGS);
+    // Counted only when a walk ran: a counter all threads add to would cost more than a
+    // remembered walk.
+    if !remembered.as_ref().is_some_and(|w| w.replayed) {
+        UNWOUND.fetch_add(1, Ordering::Relaxed);
+    }
+    let (n, hash, memo) = match remembered {
+        Some(w) => {
             let in_memo = match (w.remembered, w.site) {
                 (false, _) => InMemo::No,
                 (true, 0) => InMemo::Unnamed,
                 (true, site) => InMemo::Named(site),
             };
-            return (w.n, w.hash, in_memo);
+            (w.n, w.hash, in_memo)
         }
-        let n = capture_unwind_from(out, skip, false);
-        return (n, hash_stack(out.get(..n).unwrap_or(&[])), InMemo::No);
+        None => {
+            let n = capture_unwind_from(out, CALLER, false);
+            (n, hash_stack(out.get(..n).unwrap_or(&[])), InMemo::No)
+        }
+    };
+    Captured {
+        n,
+        hash,
+        recorded: false,
+        trusted_end: 0,
+        memo,
     }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    let _ = memo;
-    UNWOUND.fetch_add(1, Ordering::Relaxed);
-    let n = capture_unwind_from(out, skip, true);
-    (n, hash_stack(out.get(..n).unwrap_or(&[])), InMemo::No)
 }
 
 /// Whether a capture is the stack of the last walk a thread's memo gave (see `cfi::Memo`), and
@@ -424,23 +474,6 @@ pub fn capture_unwind(out: &mut [usize], skip: usize) -> usize {
 pub fn capture_general_unwind(out: &mut [usize], skip: usize) -> usize {
     let n = capture_unwind_from(out, skip, false);
     std::hint::black_box(n)
-}
-
-/// [`capture_unwind_from`]'s cached walk, which `memo` (the thread's) spares for stacks met
-/// again (see `cfi::Walked`); `None` when the general unwinder must make the capture. Drops the
-/// same frames.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-#[inline(never)]
-fn capture_unwind_remembered(
-    out: &mut [usize],
-    skip: usize,
-    memo: &mut Memo,
-) -> Option<super::cfi::Walked> {
-    let mut regs = super::cfi::Registers::default();
-    super::cfi::registers(&mut regs);
-    // This function's frame, its caller's, then `skip` more.
-    let drop = skip.saturating_add(2);
-    super::cfi::walk_remembered(memo, &regs, stack_bounds(), out, drop)
 }
 
 /// The unwinder capture, with the cached walk first when `cached`. Drops the frames up to and

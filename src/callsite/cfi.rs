@@ -405,6 +405,9 @@ pub struct Memo {
     after: [u8; REMEMBERED],
     /// The walk given last.
     last: u8,
+    /// Whether `named_site` found that the guess does not hold, which the capture that follows
+    /// it need not check again (cleared by `walk_remembered`).
+    guess_failed: bool,
 }
 
 impl Memo {
@@ -438,6 +441,7 @@ impl Memo {
         order: [0; REMEMBERED],
         after: [0; REMEMBERED],
         last: 0,
+        guess_failed: false,
     };
 
     /// `order`, set up on first use (it is all zero until then, which no order is).
@@ -450,12 +454,19 @@ impl Memo {
 
     /// Makes walk `i` the most recently used, and the one that followed the last.
     fn given(&mut self, i: u8) {
+        // Nothing changes when one place allocates again and again.
+        if self.last == i && self.order[0] == i && self.after.get(usize::from(i)) == Some(&i) {
+            return;
+        }
         let order = self.ordered();
-        let at = order.iter().position(|&k| k == i).unwrap_or(REMEMBERED - 1);
-        if let Some(head) = order.get_mut(..=at) {
-            head.rotate_right(1);
-            if let Some(first) = head.first_mut() {
-                *first = i;
+        // (Already first when one place allocates twice in a row.)
+        if order[0] != i {
+            let at = order.iter().position(|&k| k == i).unwrap_or(REMEMBERED - 1);
+            if let Some(head) = order.get_mut(..=at) {
+                head.rotate_right(1);
+                if let Some(first) = head.first_mut() {
+                    *first = i;
+                }
             }
         }
         if let Some(after) = self.after.get_mut(usize::from(self.last)) {
@@ -464,9 +475,27 @@ impl Memo {
         self.last = i;
     }
 
-    /// The stack of walk `i` into `out` (`drop` frames dropped), with its hash, if it starts
-    /// from `regs` and every word it read still holds.
-    fn replay(&self, i: u8, regs: &Registers, out: &mut [usize], drop: usize) -> Option<Walked> {
+    /// The site of the stack a walk from `regs` would give (at most `depth` frames, `drop`
+    /// dropped), when it is the one the walk that followed the last one the time before gave, and
+    /// its site is named; `None` otherwise, changing nothing. A check of the remembered words only,
+    /// which neither allocates nor calls out.
+    #[inline(always)]
+    pub fn named_site(&mut self, regs: &Registers, depth: usize, drop: usize) -> Option<u32> {
+        let guess = self.after.get(usize::from(self.last)).copied().unwrap_or(0);
+        let held = self.holding(guess, regs, depth, drop).map(|w| w.site);
+        self.guess_failed = held.is_none();
+        let site = held?;
+        if site == 0 {
+            return None;
+        }
+        self.given(guess);
+        Some(site)
+    }
+
+    /// Walk `i`, if it starts from `regs` with the same depth and drop, and every word it read
+    /// still holds.
+    #[inline(always)]
+    fn holding(&self, i: u8, regs: &Registers, depth: usize, drop: usize) -> Option<&Remembered> {
         let w = self.walks.get(usize::from(i))?;
         let same_start = w.valid
             && w.generation == GENERATION.load(Ordering::Relaxed)
@@ -474,7 +503,7 @@ impl Memo {
             && w.regs.sp == regs.sp
             && (!w.reads.uses_bp || w.regs.bp == regs.bp)
             && w.drop == drop
-            && w.depth == out.len();
+            && w.depth == depth;
         if !same_start {
             return None;
         }
@@ -482,9 +511,11 @@ impl Memo {
         // (a walk that ended before it wrote a frame has none).
         let &(first_at, first) = w.reads.ras.get(..w.reads.n)?.get(drop.checked_sub(1)?)?;
         // SAFETY: a valid remembered walk started on this thread (the memo is the thread's own,
-        // freed when it exits) from the stack pointer `regs.sp`, the current one, which it found
-        // within the thread's stack bounds, and read only aligned words of this thread's stack at
-        // or above it as it went up, `first_at` among them (`ras[..n]`).
+        // freed when it exits) from the stack pointer `regs.sp`, which it found within the
+        // thread's stack bounds, and read only aligned words of this thread's stack at or above
+        // it as it went up, `first_at` among them (`ras[..n]`). `regs` are the registers of a
+        // function still running (the caller's contract for `Registers`), so `regs.sp` is at or
+        // above the current stack pointer, and those words are still this thread's stack.
         if unsafe { (first_at as *const usize).read() } != first {
             return None;
         }
@@ -492,6 +523,13 @@ impl Memo {
         if !unsafe { still_holds(&w.reads) } {
             return None;
         }
+        Some(w)
+    }
+
+    /// The stack of walk `i` into `out` (`drop` frames dropped), with its hash, if it starts
+    /// from `regs` and every word it read still holds.
+    fn replay(&self, i: u8, regs: &Registers, out: &mut [usize], drop: usize) -> Option<Walked> {
+        let w = self.holding(i, regs, out.len(), drop)?;
         // A stack whose site is known need not be written out.
         if w.site == 0 {
             // The return address read at frame `k` is where frame `k + 1` runs.
@@ -542,13 +580,6 @@ pub fn walk_remembered(
     out: &mut [usize],
     drop: usize,
 ) -> Option<Walked> {
-    let hashed = |out: &[usize], n: usize| Walked {
-        n,
-        hash: hash_stack(out.get(..n).unwrap_or(&[])),
-        replayed: false,
-        remembered: false,
-        site: 0,
-    };
     // Every word such a walk reads fits in `Reads` (one per frame but the last), and the first
     // address written is one it read (not the one it started from).
     if drop == 0
@@ -559,9 +590,29 @@ pub fn walk_remembered(
         return walk(regs, stack, out, drop).map(|n| hashed(out, n));
     }
     let guess = memo.after.get(usize::from(memo.last)).copied().unwrap_or(0);
+    if !std::mem::take(&mut memo.guess_failed) {
+        if let Some(walked) = memo.replay(guess, regs, out, drop) {
+            memo.given(guess);
+            return Some(walked);
+        }
+    }
+    walk_remembering(memo, guess, regs, stack, out, drop)
+}
+
+/// `walk_remembered` once the guess failed: the other remembered walks, then a walk, remembered
+/// in the place of the one used longest ago. A function of its own, so that the guess's path
+/// saves only the registers it uses.
+#[inline(never)]
+fn walk_remembering(
+    memo: &mut Memo,
+    guess: u8,
+    regs: &Registers,
+    stack: (usize, usize),
+    out: &mut [usize],
+    drop: usize,
+) -> Option<Walked> {
     let order = *memo.ordered();
-    let others = order.into_iter().filter(|&i| i != guess);
-    for i in std::iter::once(guess).chain(others) {
+    for i in order.into_iter().filter(|&i| i != guess) {
         if let Some(walked) = memo.replay(i, regs, out, drop) {
             memo.given(i);
             return Some(walked);
@@ -591,6 +642,17 @@ pub fn walk_remembered(
     Some(captured)
 }
 
+/// What a walk that wrote `out[..n]` gives, not remembered.
+fn hashed(out: &[usize], n: usize) -> Walked {
+    Walked {
+        n,
+        hash: hash_stack(out.get(..n).unwrap_or(&[])),
+        replayed: false,
+        remembered: false,
+        site: 0,
+    }
+}
+
 /// Whether every word in `reads` still holds what the walk read.
 ///
 /// # Safety
@@ -600,14 +662,15 @@ unsafe fn still_holds(reads: &Reads) -> bool {
     let (Some(ras), Some(bps)) = (reads.ras.get(..reads.n), reads.bps.get(..reads.n_bps)) else {
         return false;
     };
-    // Eight words at a time: a remembered walk of another call path parts from this one a few
-    // frames in, where checking it can stop.
-    ras.chunks(8).chain([bps]).all(|chunk| {
-        chunk.iter().fold(0, |diff, &(at, word)| {
+    let differs = |words: &[(usize, usize)]| {
+        words.iter().fold(0, |diff, &(at, word)| {
             // SAFETY: the caller's contract.
             diff | (unsafe { (at as *const usize).read() } ^ word)
-        }) == 0
-    })
+        }) != 0
+    };
+    // Eight words at a time: a remembered walk of another call path parts from this one a few
+    // frames in, where checking it can stop.
+    !(ras.chunks(8).any(differs) || differs(bps))
 }
 
 /// Storage for the unwind-table evaluation on the stack (about 2.5 KiB), so that finding a rule
@@ -884,6 +947,56 @@ mod tests {
             assert_same(from_one_caller(&mut memo));
         }
         assert_eq!(REPLAYED.with(Cell::get) - before, 2);
+    }
+
+    /// What `Memo::named_site` gives for the stack above this function's caller; when it gives
+    /// nothing, the stack is walked (or replayed) as a capture would, and named `site`.
+    #[inline(never)]
+    fn named_or_walked(memo: &mut Memo, site: u32) -> Option<u32> {
+        let mut regs = Registers::default();
+        registers(&mut regs);
+        let named = memo.named_site(&regs, 48, 2);
+        if named.is_none() {
+            let mut out = [0usize; 48];
+            let walked = walk_remembered(memo, &regs, stack_bounds(), &mut out, 2);
+            assert!(walked.is_some_and(|w| w.remembered));
+            memo.name_last(site);
+        }
+        named
+    }
+
+    #[inline(never)]
+    fn named_from_one_caller(memo: &mut Memo) -> Option<u32> {
+        std::hint::black_box(named_or_walked(memo, 1))
+    }
+
+    #[inline(never)]
+    fn named_from_another_caller(memo: &mut Memo) -> Option<u32> {
+        std::hint::black_box(named_or_walked(memo, 2))
+    }
+
+    #[test]
+    fn a_named_stack_met_again_is_given_by_its_site_once_it_is_the_guess() {
+        let mut memo = Box::new(Memo::EMPTY);
+        // Walked and named; replayed, which makes it the walk that follows itself; then the guess.
+        let sites: Vec<_> = (0..4).map(|_| named_from_one_caller(&mut memo)).collect();
+        assert_eq!(sites, [None, None, Some(1), Some(1)]);
+    }
+
+    #[test]
+    fn named_sites_of_callers_taking_turns_are_never_swapped() {
+        let mut memo = Box::new(Memo::EMPTY);
+        let rounds: Vec<[Option<u32>; 2]> = (0..std::hint::black_box(4))
+            .map(|_| {
+                let one = named_from_one_caller(&mut memo);
+                [one, named_from_another_caller(&mut memo)]
+            })
+            .collect();
+        for round in &rounds {
+            assert!(round[0].is_none_or(|s| s == 1) && round[1].is_none_or(|s| s == 2));
+        }
+        // Once the turns have been seen, each stack is the guess.
+        assert_eq!(rounds[2..], [[Some(1), Some(2)]; 2]);
     }
 
     /// Three rounds of a capture through `one` then through `another`, each checked against a
