@@ -58,6 +58,12 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
             continue;
         };
         let (key, val) = (key.trim(), val.trim());
+        if key.is_empty() {
+            errors.push(format!(
+                "{VAR}: {entry:?} has no key before the \"=\"; ignored"
+            ));
+            continue;
+        }
         let shown = one_line(key);
         if seen.contains(&key) {
             errors.push(format!(
@@ -90,7 +96,7 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
                 _ => {}
             }
             errors.push(format!(
-                "{VAR}: bad {shown}={val:?}: {why}; keeping the default"
+                "{VAR}: bad {shown}={val:?}: {why}; ignored, as if not set"
             ));
         }
     }
@@ -561,10 +567,14 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_last_value_of_a_repeated_key_keeps_the_default_as_it_says() {
+    fn a_bad_last_value_of_a_repeated_key_leaves_it_unset_as_it_says() {
         let (c, errors) = parse("sites=off,sites=bogus,depth=8,depth=x");
         assert_eq!(errors.len(), 4, "{errors:?}");
-        assert!(errors[1].ends_with("keeping the default"), "{}", errors[1]);
+        assert!(
+            errors[1].ends_with("ignored, as if not set"),
+            "{}",
+            errors[1]
+        );
         assert_eq!((c.sites, c.depth), (None, None));
     }
 
@@ -581,6 +591,14 @@ mod tests {
         assert!(bad("verbose").1.contains("key=value"));
         assert!(bad("sites=sometimes").1.contains("sampled:BYTES"));
         assert!(bad("report=").1.contains("path"));
+    }
+
+    #[test]
+    fn an_entry_without_a_key_says_so() {
+        let (c, errors) = parse("=,,depth=8");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("no key before"), "{}", errors[0]);
+        assert_eq!(c.depth, Some(8));
     }
 
     #[test]

@@ -783,12 +783,26 @@ fn resolve_sites(raw: &[(SiteKey, SiteWindow)], one_step: bool, window: bool) ->
             }
         })
         .collect();
-    v.sort_by(|x, y| {
-        y.live_bytes
-            .cmp(&x.live_bytes)
-            .then_with(|| x.site.to_string().cmp(&y.site.to_string()))
-    });
+    v.sort_by(site_order);
     v
+}
+
+/// The order sites are listed in: largest growth first, then by name; ties broken by every
+/// other figure, the type and the outer frames, so that the order does not depend on which thread
+/// reached a site first.
+pub(crate) fn site_order(x: &SiteDelta, y: &SiteDelta) -> std::cmp::Ordering {
+    fn frames(s: &SiteDelta) -> Vec<(&str, Option<&str>, Option<u32>)> {
+        let frames = s.site.frames().iter();
+        frames
+            .map(|f| (f.function.as_str(), f.file.as_deref(), f.line))
+            .collect()
+    }
+    y.live_bytes
+        .cmp(&x.live_bytes)
+        .then_with(|| x.site.to_string().cmp(&y.site.to_string()))
+        .then_with(|| y.allocs.cmp(&x.allocs))
+        .then_with(|| x.site.type_name().cmp(y.site.type_name()))
+        .then_with(|| frames(x).cmp(&frames(y)))
 }
 
 /// A call site whose live bytes grew in most recent steps: the leak suspect, from
@@ -1159,7 +1173,44 @@ pub(crate) fn live_by_site(s: &Snapshot) -> HashMap<Site, i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::callsite::Frame;
     use crate::snapshot::{SiteCount, SiteList};
+
+    /// A site delta of `live_bytes` at `build (src/model.rs:8)`, called from `caller`, allocating
+    /// `type_name`, `allocs` times.
+    fn at_build(live_bytes: i64, allocs: u64, type_name: &str, caller: &str) -> SiteDelta {
+        let frame = |function: &str, line| Frame {
+            function: function.to_string(),
+            file: Some("src/model.rs".to_string()),
+            line: Some(line),
+        };
+        SiteDelta {
+            site: Site::with_type(
+                vec![frame("build", 8), frame(caller, 20)],
+                Some(type_name.to_string()),
+            ),
+            live_bytes,
+            live_blocks: 1,
+            allocs,
+            frees: 0,
+            allocated_bytes: 0,
+            survivors: None,
+        }
+    }
+
+    #[test]
+    fn sites_alike_in_name_and_growth_are_ordered_by_their_other_figures_type_and_callers() {
+        let expected = [
+            at_build(64, 2, "Vec<u8>", "main"),
+            at_build(64, 1, "String", "main"),
+            at_build(64, 1, "Vec<u8>", "load"),
+            at_build(64, 1, "Vec<u8>", "main"),
+        ];
+        let mut sites = expected.clone();
+        sites.reverse();
+        sites.sort_by(site_order);
+        assert_eq!(sites, expected);
+    }
 
     /// Checkpoint `epoch` of another run, labelled `step {epoch}`, with `blocks` live blocks at
     /// one site.

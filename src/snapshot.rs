@@ -179,6 +179,30 @@ impl Snapshot {
         crate::thread::untracked(|| Delta::between(earlier, self))
     }
 
+    /// Everything this snapshot holds, as the growth from the start of its run (an empty heap):
+    /// the live figures are what was live at the snapshot, and the sites, types and tables
+    /// ([`Delta::table`]) rank what holds the heap, largest first, as a `tracemalloc` snapshot's
+    /// top statistics do.
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
+    /// let kept = vec![0u8; 4096];
+    /// let live = heapdelta::snapshot().since_start();
+    /// assert!(live.live_bytes() >= 4096);
+    /// print!("{}", live.table(heapdelta::By::Class, 5));
+    /// # drop(kept);
+    /// # }
+    /// ```
+    pub fn since_start(&self) -> Delta {
+        let start = Snapshot {
+            run: self.run,
+            ..Snapshot::zero()
+        };
+        self.since(&start)
+    }
+
     /// The checkpoint label, if this snapshot was taken by [`checkpoint`](crate::checkpoint)
     /// (or is the final `exit` snapshot of a `HEAPDELTA=report=` file).
     ///

@@ -189,6 +189,23 @@ fn without_debug_info_types_are_unknown_rather_than_wrong() {
 }
 
 #[test]
+fn without_frame_pointers_sampled_sites_get_no_hint() {
+    let run = build_and_run_in(
+        "no-frame-pointers",
+        "-C force-frame-pointers=no",
+        "line-tables-only",
+        true,
+        Some("sites=sampled:4096"),
+    );
+    assert!(
+        !run.stderr.contains("force-frame-pointers"),
+        "no hint for sampled sites: {}",
+        run.stderr
+    );
+    assert!(!rows(&run, "site").is_empty(), "{}", run.stdout);
+}
+
+#[test]
 fn without_frame_pointers_and_a_depth_of_zero_nothing_is_walked_or_hinted() {
     let run = build_and_run_in(
         "no-frame-pointers",

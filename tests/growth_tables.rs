@@ -110,3 +110,24 @@ fn a_table_by_tag_adds_up_to_the_delta_with_a_row_for_what_no_tag_counted() {
         "{text}"
     );
 }
+
+#[test]
+fn a_snapshot_since_the_start_ranks_what_holds_the_heap() {
+    let mut kept = Vec::new();
+    load_images(&mut kept);
+    // Other tests of this binary run meanwhile: their blocks may be live too.
+    let live = heapdelta::snapshot().since_start();
+    assert!(live.live_bytes() >= 12_000);
+    let table = live.table(By::Site, 100);
+    let row = rows(&table)
+        .into_iter()
+        .find(|r| r.contains("load_images"))
+        .unwrap_or_else(|| panic!("{table}"));
+    // Live blocks, the second figure: at least this test's 40 (other tests' may add to them).
+    let blocks = row
+        .split_whitespace()
+        .nth(2)
+        .and_then(|b| b.trim_start_matches('+').parse().ok());
+    assert!(blocks.is_some_and(|b: u64| b >= 40), "{row}");
+    drop(kept);
+}

@@ -545,7 +545,9 @@ pub(crate) fn frame_pointers_present() -> bool {
 fn probe_once() -> bool {
     let present = probe();
     FP_STATE.store(if present { 1 } else { 2 }, Ordering::Relaxed);
-    if !present {
+    // Sampled sites capture a stack now and then, where unwinding costs nothing worth a hint.
+    // (The mode is known by now: the process's first tracked event, before any capture, set it.)
+    if !present && crate::config::sampled_mean().is_none() {
         print_hint();
     }
     present

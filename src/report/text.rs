@@ -505,11 +505,7 @@ fn sites_by_leaf(d: &Delta) -> Vec<SiteDelta> {
             (a, b) => a.or(b),
         };
     }
-    merged.sort_by(|x, y| {
-        y.live_bytes
-            .cmp(&x.live_bytes)
-            .then_with(|| x.site.to_string().cmp(&y.site.to_string()))
-    });
+    merged.sort_by(crate::diff::site_order);
     merged
 }
 
