@@ -175,8 +175,8 @@ impl StackBuffer {
         else {
             return 0;
         };
-        // Without frame pointers (`start` 0), the unwinder makes the capture.
-        let memo = if start == 0 && depth > 0 {
+        // Without frame pointers (`start` 0), the unwinder makes the capture, from `unwind`.
+        let memo = if start == 0 && depth > 0 && unwind.is_some() {
             Self::memo(&mut self.memo)
         } else {
             None
@@ -423,7 +423,7 @@ mod tests {
         let id = replayed.unwrap_or_else(|| buf.capture_site(start, depth, Some(&unwind)));
         let mut stack = vec![0; depth];
         let mut records = vec![0; depth + 1];
-        let c = capture_recorded(start, &mut stack, &mut records, None, None);
+        let c = capture_recorded(start, &mut stack, &mut records, Some(&unwind), None);
         stack.truncate(c.n);
         (replayed.is_some(), black_box(id), stack)
     }

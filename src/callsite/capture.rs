@@ -255,7 +255,7 @@ pub fn capture_recorded(
     }
     let _ = records;
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    if let (Some(regs), Some(memo), false) = (unwind, memo, out.is_empty()) {
+    if let (Some(regs), false) = (unwind, out.is_empty()) {
         return capture_unwound(regs, out, memo);
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
@@ -356,16 +356,20 @@ pub(crate) fn unwind_start_here(regs: &mut UnwindStart) {
 }
 
 /// The capture of a thread's capture buffer without frame pointers, from `regs` (the
-/// [`UnwindStart`] of the function it is made for): the cached walk, which `memo` (the thread's)
-/// spares for stacks met again, or the general unwinder where that walk gives up. Must be inlined
-/// as `capture_recorded` is.
+/// [`UnwindStart`] of the function it is made for): the cached walk, which `memo` (the thread's),
+/// when given, spares for stacks met again, or the general unwinder where that walk gives up.
+/// Must be inlined as `capture_recorded` is.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[inline(always)]
-fn capture_unwound(regs: &UnwindStart, out: &mut [usize], memo: &mut Memo) -> Captured {
+fn capture_unwound(regs: &UnwindStart, out: &mut [usize], memo: Option<&mut Memo>) -> Captured {
     /// Dropped by the general unwinder after its own frame and its caller's: the function the
     /// capture is made for (see `capture_recorded`).
     const CALLER: usize = 1;
-    let remembered = super::cfi::walk_remembered(memo, regs, stack_bounds(), out, FROM_REGS);
+    let bounds = stack_bounds();
+    let remembered = match memo {
+        Some(memo) => super::cfi::walk_remembered(memo, regs, bounds, out, FROM_REGS),
+        None => super::cfi::walk(regs, bounds, out, FROM_REGS).map(|n| super::cfi::hashed(out, n)),
+    };
     // Counted only when a walk ran: a counter all threads add to would cost more than a
     // remembered walk.
     if !remembered.as_ref().is_some_and(|w| w.replayed) {

@@ -408,6 +408,9 @@ pub struct Memo {
     /// Whether `named_site` found that the guess does not hold, which the capture that follows
     /// it need not check again (cleared by `walk_remembered`).
     guess_failed: bool,
+    /// Not `Send`: the words remembered are addresses in the stack of the thread that walked it,
+    /// which `holding` reads.
+    thread: std::marker::PhantomData<*const ()>,
 }
 
 impl Memo {
@@ -442,6 +445,7 @@ impl Memo {
         after: [0; REMEMBERED],
         last: 0,
         guess_failed: false,
+        thread: std::marker::PhantomData,
     };
 
     /// `order`, set up on first use (it is all zero until then, which no order is).
@@ -510,12 +514,11 @@ impl Memo {
         // The return address into the calling function, which tells most places apart, first
         // (a walk that ended before it wrote a frame has none).
         let &(first_at, first) = w.reads.ras.get(..w.reads.n)?.get(drop.checked_sub(1)?)?;
-        // SAFETY: a valid remembered walk started on this thread (the memo is the thread's own,
-        // freed when it exits) from the stack pointer `regs.sp`, which it found within the
-        // thread's stack bounds, and read only aligned words of this thread's stack at or above
-        // it as it went up, `first_at` among them (`ras[..n]`). `regs` are the registers of a
-        // function still running (the caller's contract for `Registers`), so `regs.sp` is at or
-        // above the current stack pointer, and those words are still this thread's stack.
+        // SAFETY: a valid remembered walk ran on this thread (a memo is not `Send`: each lives in
+        // its thread's capture buffer, freed when the thread exits) and read only aligned words
+        // at or above the stack pointer it started from and below the top of the thread's stack
+        // (`walk` checks both bounds), `first_at` among them (`ras[..n]`). That range of the
+        // thread's stack stays mapped while the thread lives, whatever runs in it now.
         if unsafe { (first_at as *const usize).read() } != first {
             return None;
         }
@@ -643,7 +646,7 @@ fn walk_remembering(
 }
 
 /// What a walk that wrote `out[..n]` gives, not remembered.
-fn hashed(out: &[usize], n: usize) -> Walked {
+pub fn hashed(out: &[usize], n: usize) -> Walked {
     Walked {
         n,
         hash: hash_stack(out.get(..n).unwrap_or(&[])),
@@ -656,8 +659,8 @@ fn hashed(out: &[usize], n: usize) -> Walked {
 /// Whether every word in `reads` still holds what the walk read.
 ///
 /// # Safety
-/// Every address in `reads` must be an aligned word of the calling thread's stack, at or above
-/// its current frame.
+/// Every address in `reads` must be an aligned word of the calling thread's stack (within its
+/// bounds, not necessarily in a frame that is running now).
 unsafe fn still_holds(reads: &Reads) -> bool {
     let (Some(ras), Some(bps)) = (reads.ras.get(..reads.n), reads.bps.get(..reads.n_bps)) else {
         return false;
