@@ -13,9 +13,12 @@
 //! - `+ birth step`: the header holds the current epoch, read from the slot, compared on free;
 //! - `+ size counters`: also counts the event in the slot's per-size counter.
 //!
-//! And one alternative to the last stage: `or class counters`, a count and a byte sum per
+//! And two alternatives to the last stage: `or class counters`, a count and a byte sum per
 //! 16-byte class (the tracker counts small requests by exact size, whose byte sum is the size
-//! times the count, so one add per event).
+//! times the count, so one add per event); and `counting alone`: the slot pointer, the
+//! running peak and the size counters alone, on the block the program asked for (no header, so
+//! no birth step either), which is as cheap as the counting can be with any place to keep a
+//! block's step.
 //!
 //! The last rows are `Tracker` itself with call sites off (`tracker_off`, `tracker_pool_off`).
 //! Over `System` and over `Pool`; `baseline again` runs the baseline a second time, as a check.
@@ -149,17 +152,28 @@ fn on_event<const STAGE: u8, const ALLOC: bool>(size: usize, count: impl FnOnce(
     });
 }
 
-/// The stage-`STAGE` stand-in over `inner` (stages 0–5 in the order of the module docs, and 6
-/// for the class counters).
+/// The stage-`STAGE` stand-in over `inner` (stages 0–5 in the order of the module docs, 6 for
+/// the class counters and 7 for the counting without a header).
 struct Staged<I: 'static, const STAGE: u8>(&'static I);
 
 // SAFETY: every block is the inner allocator's block of `size + 8` bytes (alignment 8), offset by
-// the 8-byte header (left unwritten at stage 0); `dealloc` hands the inner allocator that same
-// block and layout back. The churn only asks for alignment 8.
+// the 8-byte header (left unwritten at stage 0), or at stage 7 the inner allocator's block of the
+// caller's layout itself; `dealloc` hands the inner allocator that same block and layout back. The
+// churn only asks for alignment 8.
 unsafe impl<I: GlobalAlloc, const STAGE: u8> GlobalAlloc for Staged<I, STAGE> {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let size = layout.size();
+        if STAGE == 7 {
+            // SAFETY: the caller's layout, handed on as it is.
+            let block = unsafe { self.0.alloc(layout) };
+            if !block.is_null() {
+                on_event::<STAGE, true>(size, |slot| {
+                    count::<5>(size, &slot.alloc, &slot.class_alloc)
+                });
+            }
+            return block;
+        }
         // SAFETY: the churn's sizes are at most 64 KiB, so `size + 8` is a valid size.
         let base = unsafe { self.0.alloc(Layout::from_size_align_unchecked(size + 8, 8)) };
         if base.is_null() {
@@ -186,6 +200,12 @@ unsafe impl<I: GlobalAlloc, const STAGE: u8> GlobalAlloc for Staged<I, STAGE> {
     #[inline(always)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let size = layout.size();
+        if STAGE == 7 {
+            on_event::<STAGE, false>(size, |slot| count::<5>(size, &slot.free, &slot.class_free));
+            // SAFETY: the block and layout `alloc` got at stage 7, unchanged.
+            unsafe { self.0.dealloc(ptr, layout) };
+            return;
+        }
         // SAFETY: `ptr` came from `alloc`, 8 bytes into the inner block.
         let base = unsafe { ptr.sub(8) };
         if STAGE > 0 {
@@ -243,6 +263,7 @@ fn stages<I: GlobalAlloc>(
             Contender::new("+ birth step", &|| run(&Staged::<_, 4>(inner)), 0),
             Contender::new("+ size counters", &|| run(&Staged::<_, 5>(inner)), 0),
             Contender::new("or class counters", &|| run(&Staged::<_, 6>(inner)), 0),
+            Contender::new("counting alone", &|| run(&Staged::<_, 7>(inner)), 0),
             Contender::new(tracker.0, tracker.1, 0),
             Contender::new("baseline again", &|| run(base), 0),
         ],
