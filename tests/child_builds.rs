@@ -188,37 +188,33 @@ fn without_debug_info_types_are_unknown_rather_than_wrong() {
     assert_eq!(types.iter().map(|(b, _)| b).sum::<i64>(), ALL_BLOCKS);
 }
 
-#[test]
-fn without_frame_pointers_sampled_sites_get_no_hint() {
+/// The release fixture without frame pointers, run under `HEAPDELTA=settings`, which must print
+/// no frame-pointer hint (`why` says why).
+fn run_without_frame_pointers_and_no_hint(settings: &str, why: &str) -> Run {
     let run = build_and_run_in(
         "no-frame-pointers",
         "-C force-frame-pointers=no",
         "line-tables-only",
         true,
-        Some("sites=sampled:4096"),
+        Some(settings),
     );
     assert!(
         !run.stderr.contains("force-frame-pointers"),
-        "no hint for sampled sites: {}",
+        "no hint {why}: {}",
         run.stderr
     );
+    run
+}
+
+#[test]
+fn without_frame_pointers_sampled_sites_get_no_hint() {
+    let run = run_without_frame_pointers_and_no_hint("sites=sampled:4096", "for sampled sites");
     assert!(!rows(&run, "site").is_empty(), "{}", run.stdout);
 }
 
 #[test]
 fn without_frame_pointers_and_a_depth_of_zero_nothing_is_walked_or_hinted() {
-    let run = build_and_run_in(
-        "no-frame-pointers",
-        "-C force-frame-pointers=no",
-        "line-tables-only",
-        true,
-        Some("depth=0"),
-    );
-    assert!(
-        !run.stderr.contains("force-frame-pointers"),
-        "no hint when no frame is kept: {}",
-        run.stderr
-    );
+    let run = run_without_frame_pointers_and_no_hint("depth=0", "when no frame is kept");
     assert_eq!(rows(&run, "site"), [(ALL_BLOCKS, "(unknown)")]);
     assert_eq!(rows(&run, "unwound"), [(0, "0")]);
 }
