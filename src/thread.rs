@@ -390,28 +390,45 @@ impl State {
         }
         // With no frame to keep, nothing is walked (nor are frame pointers probed for).
         let start = if depth == 0 { 0 } else { start_here() };
-        // Without frame pointers, the unwinder starts from this function's registers (set here,
-        // not through a closure, which might not be inlined: they must be this function's).
-        let mut regs = UnwindStart::default();
-        let unwind = if start == 0 && depth > 0 {
-            unwind_start_here(&mut regs);
-            Some(&regs)
-        } else {
-            None
-        };
+        if start == 0 && depth > 0 {
+            return self.capture_unwound(depth);
+        }
         let buffer = self.stack.get();
         // SAFETY: a non-null `stack` is this thread's own buffer (from `StackBuffer::allocate`),
         // only borrowed while `busy` is set, by this call; a nested call on this thread sees
         // `busy` and returns above, and no other thread can reach this thread-local.
-        let replayed = unsafe { buffer.as_mut() }.and_then(|b| match unwind {
-            None => b.replay(start, depth),
-            Some(regs) => b.replay_unwound(regs, depth),
-        });
-        if let Some(id) = replayed {
+        if let Some(id) = unsafe { buffer.as_mut() }.and_then(|b| b.replay(start, depth)) {
             // The replay neither allocates nor calls out: nothing ran that the guard must hide.
             self.busy.set(false);
             return id;
         }
+        self.capture_guarded(start, depth, None)
+    }
+
+    /// `capture_site` without frame pointers: the unwinder starts from the registers of the
+    /// function this is inlined into (set here, not through a closure, which might not be
+    /// inlined: they must be that function's), and a stack the thread's memo names is given
+    /// without walking.
+    #[inline(always)]
+    fn capture_unwound(&self, depth: usize) -> u32 {
+        let mut regs = UnwindStart::default();
+        unwind_start_here(&mut regs);
+        // SAFETY: as in `capture_site`.
+        let named =
+            unsafe { self.stack.get().as_mut() }.and_then(|b| b.replay_unwound(&regs, depth));
+        if let Some(id) = named {
+            // The check neither allocates nor calls out: nothing ran that the guard must hide.
+            self.busy.set(false);
+            return id;
+        }
+        self.capture_guarded(0, depth, Some(&regs))
+    }
+
+    /// The capture of `capture_site` that must run (no replay applied): with the guard set and
+    /// the slots closed. Inlined, so that it runs in the function `start` (or `unwind`) belongs
+    /// to, as `StackBuffer::capture_site` requires.
+    #[inline(always)]
+    fn capture_guarded(&self, start: usize, depth: usize, unwind: Option<&UnwindStart>) -> u32 {
         // The guard closes the direct and fast slots while the capture runs. Nothing it does
         // changes the thread's slot or tag, and the configuration can only ever open the slots,
         // so restoring the values found here is safe: at worst they stay closed until the next
@@ -422,12 +439,12 @@ impl State {
             fast: self.fast.replace(ptr::null()),
         };
         self.sync_fast_bounds();
-        let buffer = match buffer.is_null() {
-            true => self.new_buffer(),
-            false => buffer,
+        let buffer = match self.stack.get() {
+            buffer if buffer.is_null() => self.new_buffer(),
+            buffer => buffer,
         };
-        // SAFETY: as above (a new buffer is this thread's too). Called from here, the function
-        // `start` belongs to, as `StackBuffer::capture_site` requires.
+        // SAFETY: a non-null `stack` is this thread's own buffer (from `StackBuffer::allocate`, or
+        // a new one), only borrowed while `busy` is set, by this call.
         unsafe { buffer.as_mut() }.map_or(0, |b| b.capture_site(start, depth, unwind))
     }
 
