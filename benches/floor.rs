@@ -17,8 +17,7 @@
 //! 16-byte class (the tracker counts small requests by exact size, whose byte sum is the size
 //! times the count, so one add per event); and `counting alone`: the slot pointer, the
 //! running peak and the size counters alone, on the block the program asked for (no header, so
-//! no birth step either), which is as cheap as the counting can be with any place to keep a
-//! block's step.
+//! no birth step either): a lower bound for the counting, wherever a block's step would be kept.
 //!
 //! The last rows are `Tracker` itself with call sites off (`tracker_off`, `tracker_pool_off`).
 //! Over `System` and over `Pool`; `baseline again` runs the baseline a second time, as a check.

@@ -85,7 +85,8 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
             _ => Err("unknown key (keys: sites, depth, report, every, keep, signals)".to_string()),
         };
         if let Err(why) = parsed {
-            // The default, even when an earlier entry set the key: the last entry decides.
+            // Unset (the program's own setting, or the default), even when an earlier entry set the
+            // key: the last entry decides.
             match key {
                 "sites" => config.sites = None,
                 "depth" => config.depth = None,

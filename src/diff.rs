@@ -787,9 +787,9 @@ fn resolve_sites(raw: &[(SiteKey, SiteWindow)], one_step: bool, window: bool) ->
     v
 }
 
-/// The order sites are listed in: largest growth first, then by name; ties broken by every
-/// other figure, the type and the outer frames, so that the order does not depend on which thread
-/// reached a site first.
+/// The order sites are listed in: largest growth first, then by name; ties broken by the other
+/// figures (allocations, live blocks, frees and bytes allocated, larger first), the type and the
+/// outer frames, so that the order does not depend on which thread reached a site first.
 pub(crate) fn site_order(x: &SiteDelta, y: &SiteDelta) -> std::cmp::Ordering {
     fn frames(s: &SiteDelta) -> Vec<(&str, Option<&str>, Option<u32>)> {
         let frames = s.site.frames().iter();
@@ -801,6 +801,9 @@ pub(crate) fn site_order(x: &SiteDelta, y: &SiteDelta) -> std::cmp::Ordering {
         .cmp(&x.live_bytes)
         .then_with(|| x.site.to_string().cmp(&y.site.to_string()))
         .then_with(|| y.allocs.cmp(&x.allocs))
+        .then_with(|| y.live_blocks.cmp(&x.live_blocks))
+        .then_with(|| y.frees.cmp(&x.frees))
+        .then_with(|| y.allocated_bytes.cmp(&x.allocated_bytes))
         .then_with(|| x.site.type_name().cmp(y.site.type_name()))
         .then_with(|| frames(x).cmp(&frames(y)))
 }

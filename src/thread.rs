@@ -413,7 +413,8 @@ impl State {
     fn capture_unwound(&self, depth: usize) -> u32 {
         let mut regs = UnwindStart::default();
         unwind_start_here(&mut regs);
-        // SAFETY: as in `capture_site`.
+        // SAFETY: as in `capture_site`, which set `busy` (a nested call returns there) and is the
+        // only caller.
         let named =
             unsafe { self.stack.get().as_mut() }.and_then(|b| b.replay_unwound(&regs, depth));
         if let Some(id) = named {
@@ -444,7 +445,9 @@ impl State {
             buffer => buffer,
         };
         // SAFETY: a non-null `stack` is this thread's own buffer (from `StackBuffer::allocate`, or
-        // a new one), only borrowed while `busy` is set, by this call.
+        // a new one), only borrowed while `busy` is set: `capture_site` set it, and is the only
+        // caller (directly or through `capture_unwound`), so a nested call returns there and no
+        // other borrow exists; no other thread can reach this thread-local.
         unsafe { buffer.as_mut() }.map_or(0, |b| b.capture_site(start, depth, unwind))
     }
 

@@ -30,7 +30,7 @@
 //!    register is checked to lie within the stack before it is dereferenced). Since `RUSTFLAGS`
 //!    applies to every crate of a build, heapdelta's answer is the user's answer. On failure every
 //!    capture uses an unwinder, and one hint is written to stderr (with `libc::write`, so nothing
-//!    is allocated). On x86_64 Linux that is the walk of `cfi.rs`, which keeps each return
+//!    is allocated), unless call sites are sampled. On x86_64 Linux that is the walk of `cfi.rs`, which keeps each return
 //!    address's call-frame-information rule in a table and leaves what it cannot handle to the
 //!    general unwinder, `backtrace::trace_unsynchronized`; elsewhere, the general one.
 //! 2. **On every walk**, each step is validated: the next frame pointer must be aligned, strictly
@@ -532,8 +532,9 @@ fn capture_unwind_from(out: &mut [usize], skip: usize, cached: bool) -> usize {
     n
 }
 
-/// Whether this build keeps frame pointers, probed once per process (see the module docs). Writes
-/// the one-time hint to stderr when it does not.
+/// Whether this build keeps frame pointers, probed once per process, at the first capture (see
+/// the module docs). Writes the one-time hint to stderr when it does not, unless call sites are
+/// sampled.
 #[inline]
 pub(crate) fn frame_pointers_present() -> bool {
     match FP_STATE.load(Ordering::Relaxed) {
