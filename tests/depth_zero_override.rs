@@ -1,7 +1,9 @@
 //! `HEAPDELTA=depth=0` keeps no frame, as `Tracker::depth(0)` does: every block is counted at one
 //! site, with no frame.
 
-use std::process::Command;
+#[path = "children/rerun.rs"]
+mod rerun;
+use rerun::rerun_under;
 
 #[global_allocator]
 static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
@@ -20,22 +22,10 @@ fn depth_zero_from_the_environment_counts_every_block_at_one_site_without_frames
         drop(kept);
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "depth_zero_from_the_environment_counts_every_block_at_one_site_without_frames",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .env("HEAPDELTA", "depth=0")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the child failed: {stderr}");
-    assert!(!stderr.contains("bad depth"), "{stderr}");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-        "the child did not run the test: {stderr}"
+    let stderr = rerun_under(
+        "depth_zero_from_the_environment_counts_every_block_at_one_site_without_frames",
+        CHILD,
+        "depth=0",
     );
+    assert!(!stderr.contains("bad depth"), "{stderr}");
 }

@@ -1,7 +1,9 @@
 //! Under a `HEAPDELTA` sampling override, every sampled block is weighed with the override's mean,
 //! the process's first blocks included: they are recorded while `HEAPDELTA` is being read.
 
-use std::process::Command;
+#[path = "children/rerun.rs"]
+mod rerun;
+use rerun::rerun_under;
 
 use heapdelta::{CallSites, Tracker};
 
@@ -28,21 +30,9 @@ fn every_sampled_block_is_weighed_with_the_overrides_mean() {
         }
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "every_sampled_block_is_weighed_with_the_overrides_mean",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .env("HEAPDELTA", format!("sites=sampled:{MEAN}"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the child failed: {stderr}");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-        "the child did not run the test: {stderr}"
+    rerun_under(
+        "every_sampled_block_is_weighed_with_the_overrides_mean",
+        CHILD,
+        &format!("sites=sampled:{MEAN}"),
     );
 }

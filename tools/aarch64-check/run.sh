@@ -32,13 +32,13 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target/aarch64-check}
 
 cd "$ROOT"
 # Every test target except those that exec a child binary (their own, through
-# `Command::new(std::env::current_exe()...)`, or another of the package's: through
+# `Command::new(std::env::current_exe()...)` or `children/rerun.rs`, or another of the package's: through
 # `CARGO_BIN_EXE_*`, `cargo run`, or an example's path built next to the test binary). A test that
 # only reads its own path (to check that a report names the program) runs.
 TESTS=()
 for f in tests/*.rs; do
     name=$(basename "$f" .rs)
-    if grep -qE 'Command::new\(std::env::current_exe\(\)|CARGO_BIN_EXE|"--example"|join\("examples"\)' "$f"; then
+    if grep -qE 'Command::new\(std::env::current_exe\(\)|children/rerun.rs|CARGO_BIN_EXE|"--example"|join\("examples"\)' "$f"; then
         echo "aarch64-check: skipping tests/$name.rs (it runs a child binary)"
         continue
     fi
