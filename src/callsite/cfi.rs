@@ -386,8 +386,21 @@ struct Remembered {
     reads: Reads,
 }
 
-/// Walks a thread remembers: as many as the recent stacks of its capture buffer.
-const REMEMBERED: usize = 8;
+/// Walks a thread remembers: more than the places a loop usually allocates from in turn (about
+/// 1.8 KiB each).
+const REMEMBERED: usize = 32;
+
+/// What the search for a remembered walk reads of each, side by side so that it reads little:
+/// where the walk started, and its first check (see `Memo::holding`). All zero (an `ip` no walk
+/// starts from) for a walk that is not valid.
+#[derive(Clone, Copy)]
+struct Brief {
+    ip: usize,
+    sp: usize,
+    /// Where the return address into the calling function was read, and what it was.
+    first_at: usize,
+    first: usize,
+}
 
 /// The last walks of a thread (kept in its capture buffer), so that a stack met again is not
 /// walked again. A walk is a function of the registers it starts from, the rules of the addresses
@@ -396,11 +409,16 @@ const REMEMBERED: usize = 8;
 /// still holds the same value, it would return the same stack. Those words are known in advance,
 /// so checking them takes loads that do not wait for one another, where the walk's each wait for
 /// the one before. Most allocations come from places that take turns, so the walk that followed
-/// the last one the time before is checked first. Valid as all zero bytes: empty.
+/// the last one the time before is checked first; then those that start from the same registers
+/// and whose first word holds. Valid as all zero bytes: empty.
 pub struct Memo {
     walks: [Remembered; REMEMBERED],
-    /// `walks` from the most recently used.
-    order: [u8; REMEMBERED],
+    briefs: [Brief; REMEMBERED],
+    /// For each walk, when it was last given (`clock` then; 0: never), so that a new walk takes
+    /// the place of the one used longest ago.
+    used: [u64; REMEMBERED],
+    /// Walks given so far.
+    clock: u64,
     /// For each walk, the walk given right after it the last time.
     after: [u8; REMEMBERED],
     /// The walk given last.
@@ -441,37 +459,25 @@ impl Memo {
                 },
             }
         }; REMEMBERED],
-        order: [0; REMEMBERED],
+        briefs: [Brief {
+            ip: 0,
+            sp: 0,
+            first_at: 0,
+            first: 0,
+        }; REMEMBERED],
+        used: [0; REMEMBERED],
+        clock: 0,
         after: [0; REMEMBERED],
         last: 0,
         guess_failed: false,
         thread: std::marker::PhantomData,
     };
 
-    /// `order`, set up on first use (it is all zero until then, which no order is).
-    fn ordered(&mut self) -> &mut [u8; REMEMBERED] {
-        if self.order == [0; REMEMBERED] {
-            self.order = std::array::from_fn(|i| i as u8);
-        }
-        &mut self.order
-    }
-
     /// Makes walk `i` the most recently used, and the one that followed the last.
     fn given(&mut self, i: u8) {
-        // Nothing changes when one place allocates again and again.
-        if self.last == i && self.order[0] == i && self.after.get(usize::from(i)) == Some(&i) {
-            return;
-        }
-        let order = self.ordered();
-        // (Already first when one place allocates twice in a row.) Moved one place at a time:
-        // `rotate_right` is a call, dearer than these few moves.
-        if order[0] != i {
-            let at = order.iter().position(|&k| k == i).unwrap_or(REMEMBERED - 1);
-            // (Indices below `REMEMBERED`, as `at` is.)
-            for k in (1..=at.min(REMEMBERED - 1)).rev() {
-                order[k] = order[k - 1];
-            }
-            order[0] = i;
+        self.clock += 1;
+        if let Some(used) = self.used.get_mut(usize::from(i)) {
+            *used = self.clock;
         }
         if let Some(after) = self.after.get_mut(usize::from(self.last)) {
             *after = i;
@@ -602,8 +608,9 @@ pub fn walk_remembered(
     walk_remembering(memo, guess, regs, stack, out, drop)
 }
 
-/// `walk_remembered` once the guess failed: the other remembered walks, then a walk, remembered
-/// in the place of the one used longest ago. A function of its own, so that the guess's path
+/// `walk_remembered` once the guess failed: the other remembered walks that start from `regs` and
+/// whose first word still holds, then a walk, remembered in the place of the one given longest
+/// ago. A function of its own, so that the guess's path
 /// saves only the registers it uses.
 #[inline(never)]
 fn walk_remembering(
@@ -614,16 +621,37 @@ fn walk_remembering(
     out: &mut [usize],
     drop: usize,
 ) -> Option<Walked> {
-    let order = *memo.ordered();
-    for i in order.into_iter().filter(|&i| i != guess) {
+    for i in 0..REMEMBERED as u8 {
+        let Some(b) = memo.briefs.get(usize::from(i)) else {
+            break;
+        };
+        if b.ip != regs.ip || b.sp != regs.sp || i == guess {
+            continue;
+        }
+        // SAFETY: a brief with a non-zero `ip` is that of a valid walk of this thread (see
+        // `Memo::holding`), and `first_at` one of the addresses it read.
+        if unsafe { (b.first_at as *const usize).read() } != b.first {
+            continue;
+        }
         if let Some(walked) = memo.replay(i, regs, out, drop) {
             memo.given(i);
             return Some(walked);
         }
     }
-    let oldest = order[REMEMBERED - 1];
-    let Some(w) = memo.walks.get_mut(usize::from(oldest)) else {
+    let oldest = (0..REMEMBERED as u8)
+        .min_by_key(|&i| memo.used.get(usize::from(i)))
+        .unwrap_or(0);
+    let (Some(w), Some(brief)) = (
+        memo.walks.get_mut(usize::from(oldest)),
+        memo.briefs.get_mut(usize::from(oldest)),
+    ) else {
         return walk(regs, stack, out, drop).map(|n| hashed(out, n));
+    };
+    *brief = Brief {
+        ip: 0,
+        sp: 0,
+        first_at: 0,
+        first: 0,
     };
     w.valid = false;
     w.site = 0;
@@ -638,6 +666,19 @@ fn walk_remembering(
     };
     w.drop = drop;
     w.depth = out.len();
+    let first = drop
+        .checked_sub(1)
+        .and_then(|k| w.reads.ras.get(..w.reads.n)?.get(k));
+    if let Some(&(first_at, first)) = first {
+        if w.valid {
+            *brief = Brief {
+                ip: regs.ip,
+                sp: regs.sp,
+                first_at,
+                first,
+            };
+        }
+    }
     let mut captured = hashed(out, n);
     (w.n, w.hash) = (captured.n, captured.hash);
     captured.remembered = w.valid;
@@ -981,9 +1022,10 @@ mod tests {
     #[test]
     fn a_named_stack_met_again_is_given_by_its_site_once_it_is_the_guess() {
         let mut memo = Box::new(Memo::EMPTY);
-        // Walked and named; replayed, which makes it the walk that follows itself; then the guess.
+        // Walked and named (the first walk is remembered where an empty memo's guess points);
+        // then given as the guess.
         let sites: Vec<_> = (0..4).map(|_| named_from_one_caller(&mut memo)).collect();
-        assert_eq!(sites, [None, None, Some(1), Some(1)]);
+        assert_eq!(sites, [None, Some(1), Some(1), Some(1)]);
     }
 
     #[test]
@@ -1026,24 +1068,42 @@ mod tests {
     #[test]
     fn more_stacks_than_remembered_walks_are_still_right() {
         let mut memo = Box::new(Memo::EMPTY);
-        // (Depth, whether given without walking), from one call so that only the depth differs:
-        // as many stacks as are remembered are given again without walking; one more takes the
-        // place of the one used longest ago, which is then walked again.
+        // (Path, whether given without walking), all from one call and at one depth, so that
+        // the stacks start from the same registers and part only further down: as many stacks
+        // as are remembered are given again without walking; one more takes the place of the
+        // one used longest ago, which is then walked again.
         let r = REMEMBERED;
-        let first = (0..r).map(|d| (d, 0));
-        let again = (0..r).map(|d| (d, 1));
+        let first = (0..r).map(|path| (path, 0));
+        let again = (0..r).map(|path| (path, 1));
         let then = [(r, 0), (0, 0), (r - 1, 1), (r, 1)];
-        for (depth, expected) in first.chain(again).chain(then) {
-            assert_eq!(replayed(&mut memo, depth), expected, "depth {depth}");
+        for (path, expected) in first.chain(again).chain(then) {
+            assert_eq!(replayed(&mut memo, path), expected, "path {path}");
         }
     }
 
-    /// Checks `nested_remembered(depth, memo)` against a walk; returns whether it was replayed.
+    /// Checks the stack of `path` (see `on_path`) against a walk; returns whether it was
+    /// replayed.
     #[inline(never)]
-    fn replayed(memo: &mut Memo, depth: usize) -> u64 {
+    fn replayed(memo: &mut Memo, path: usize) -> u64 {
         let before = REPLAYED.with(Cell::get);
-        assert_same(nested_remembered(depth, memo));
+        assert_same(on_path::<0>(path, PATH_LEVELS, memo));
         REPLAYED.with(Cell::get) - before
+    }
+
+    /// Calls below which `on_path` captures: the paths tell `2^PATH_LEVELS` stacks apart.
+    const PATH_LEVELS: u32 = 6;
+
+    /// `remembered_and_walked` below `level` more calls, each made from `on_path::<0>` or
+    /// `on_path::<1>` as the bits of `path` say, from the lowest.
+    #[inline(never)]
+    fn on_path<const SIDE: usize>(path: usize, level: u32, memo: &mut Memo) -> Both {
+        std::hint::black_box(SIDE);
+        let r = match (level, path & 1) {
+            (0, _) => remembered_and_walked(memo),
+            (_, 0) => on_path::<0>(path >> 1, level - 1, memo),
+            _ => on_path::<1>(path >> 1, level - 1, memo),
+        };
+        std::hint::black_box(r)
     }
 
     /// `remembered_and_walked` below twelve frames of recursion, from one of two callers.
