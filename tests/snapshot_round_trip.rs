@@ -28,7 +28,7 @@ fn a_live_timeline_reads_back_equal_to_itself() {
     let mut rows = Vec::new();
     for step in 0..3 {
         keep_rows(&mut rows, 20);
-        checkpoint(&format!("step {step}"));
+        checkpoint(format!("step {step}"));
     }
     let t = timeline();
     let mut out = Vec::new();
