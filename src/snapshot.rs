@@ -57,7 +57,7 @@ pub(crate) struct TagCount {
 
 /// One call site's counters (block figures in `stats::UNIT`s, so sampled estimates keep their
 /// fractions).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct SiteCount {
     /// Interned id, meaningful only within the run that took the snapshot.
     pub id: SiteId,
@@ -68,23 +68,6 @@ pub(crate) struct SiteCount {
     pub counts: Counts,
     /// Frees of blocks born in the epoch they were freed in: (blocks in units, bytes).
     pub young_free: (u64, u64),
-}
-
-/// Two counts of a site are equal when their ids and figures are; their frames are compared only
-/// when both hold them. Within one run an id names one stack, and a snapshot taken in this process
-/// holds only ids until it is written, so it equals the snapshot read back from its file, whose
-/// sites carry their frames.
-impl PartialEq for SiteCount {
-    fn eq(&self, other: &SiteCount) -> bool {
-        let frames_agree = match (&self.site, &other.site) {
-            (Some(a), Some(b)) => a == b,
-            _ => true,
-        };
-        self.id == other.id
-            && self.counts == other.counts
-            && self.young_free == other.young_free
-            && frames_agree
-    }
 }
 
 #[cfg(test)]
@@ -108,9 +91,8 @@ impl SiteCount {
 /// The heap's counters at one moment: totals, size classes, scope tags and call sites.
 ///
 /// A snapshot equals the one read back from its JSON file ([`write_json`](Snapshot::write_json),
-/// [`read_json`](Snapshot::read_json)): call sites compare by their ids and figures, and by their
-/// frames only when both snapshots hold them (a snapshot taken in the process holds them from when
-/// it is written).
+/// [`read_json`](Snapshot::read_json)): a snapshot taken in the process holds its call sites as
+/// ids, which it compares as the frames they resolve to, as its file gives them.
 ///
 /// ```
 /// # #[global_allocator]
@@ -123,7 +105,7 @@ impl SiteCount {
 /// assert!(growth.live_bytes() >= 800);
 /// # }
 /// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Snapshot {
     pub(crate) label: Option<String>,
     /// Checkpoint epoch during which the counters were read.
@@ -368,7 +350,7 @@ impl Snapshot {
 
     /// Fills in every site's resolved frames (for writing to a file).
     pub(crate) fn resolve_sites(&mut self) {
-        if self.run != checkpoint::run_id() {
+        if !self.holds_ids() {
             return;
         }
         thread::untracked(|| {
@@ -379,48 +361,131 @@ impl Snapshot {
             }
         })
     }
+
+    /// Whether the snapshot's call-site ids are this process's, so that a site without frames
+    /// is the one its id resolves to here (`callsite::resolve`).
+    fn holds_ids(&self) -> bool {
+        self.run == checkpoint::run_id()
+    }
+
+    /// The frames of site count `c` as this snapshot's file gives them: its own, else those its
+    /// id resolves to in this process when it is this process's, else none.
+    fn frames_of(&self, c: &SiteCount) -> Option<Site> {
+        match &c.site {
+            Some(site) => Some(site.clone()),
+            None if self.holds_ids() => Some(thread::untracked(|| callsite::resolve(c.id))),
+            None => None,
+        }
+    }
+
+    /// Whether the call sites of the two snapshots (of one run) are the same: ids, figures and
+    /// the frames their files give.
+    fn same_sites(&self, other: &Snapshot) -> bool {
+        if self.sites == other.sites {
+            return true;
+        }
+        self.sites.is_changes_only() == other.sites.is_changes_only()
+            && self.sites.iter().count() == other.sites.iter().count()
+            && self.sites.iter().zip(other.sites.iter()).all(|(a, b)| {
+                let SiteCount {
+                    id,
+                    site,
+                    counts,
+                    young_free,
+                } = a;
+                let frames = match (site, &b.site) {
+                    (Some(x), Some(y)) => x == y,
+                    (None, None) => true,
+                    _ => self.frames_of(a) == other.frames_of(b),
+                };
+                *id == b.id && *counts == b.counts && *young_free == b.young_free && frames
+            })
+    }
+}
+
+/// Equal when every figure is, and the call sites are the same stacks: those of a snapshot taken
+/// in this process compare as the frames their ids resolve to, so it equals the snapshot read back
+/// from its file, which holds them.
+impl PartialEq for Snapshot {
+    fn eq(&self, other: &Snapshot) -> bool {
+        let Snapshot {
+            label,
+            epoch,
+            checkpoint,
+            run,
+            seconds,
+            unix_nanos,
+            sampled_mean,
+            program,
+            pid,
+            totals,
+            young_free,
+            classes,
+            tags,
+            sites: _,
+            pool,
+        } = self;
+        *label == other.label
+            && *epoch == other.epoch
+            && *checkpoint == other.checkpoint
+            && *run == other.run
+            && *seconds == other.seconds
+            && *unix_nanos == other.unix_nanos
+            && *sampled_mean == other.sampled_mean
+            && *program == other.program
+            && *pid == other.pid
+            && *totals == other.totals
+            && *young_free == other.young_free
+            && *classes == other.classes
+            && *tags == other.tags
+            && *pool == other.pool
+            && self.same_sites(other)
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::SiteCount;
-    use crate::{Frame, Site};
+    use super::*;
+    use crate::callsite::LAST_SITE;
+    use crate::Frame;
 
-    fn at(function: &str) -> Option<Site> {
-        Some(Site::new(vec![Frame {
-            function: function.to_string(),
+    /// A snapshot of this process (or, with `other_run`, of another) holding one site, counted
+    /// under the id of the stacks that came after the site table was full, with `frames`.
+    fn one_site(other_run: bool, frames: Option<Site>) -> (Snapshot, SiteId) {
+        let id = LAST_SITE;
+        let mut s = Snapshot::zero();
+        if other_run {
+            s.run ^= 1;
+        }
+        s.sites = SiteList::new(vec![SiteCount {
+            site: frames,
+            ..SiteCount::live(id, 3)
+        }]);
+        (s, id)
+    }
+
+    #[test]
+    fn a_site_of_this_run_equals_it_with_the_frames_its_id_resolves_to() {
+        let (held_as_id, id) = one_site(false, None);
+        let (with_frames, _) = one_site(false, Some(callsite::resolve(id)));
+        assert_eq!(held_as_id, with_frames);
+        assert_eq!(with_frames, held_as_id);
+    }
+
+    #[test]
+    fn a_site_of_this_run_differs_from_it_with_other_frames() {
+        let other = Site::new(vec![Frame {
+            function: "app::elsewhere".to_string(),
             file: None,
             line: None,
-        }]))
+        }]);
+        assert_ne!(one_site(false, None).0, one_site(false, Some(other)).0);
     }
 
     #[test]
-    fn a_site_without_frames_equals_the_same_site_with_them() {
-        let bare = SiteCount::live(3, 10);
-        let named = SiteCount {
-            site: at("app::load"),
-            ..bare.clone()
-        };
-        assert_eq!(bare, named);
-        assert_eq!(named, bare);
-    }
-
-    #[test]
-    fn sites_under_one_id_with_other_frames_differ() {
-        let load = SiteCount {
-            site: at("app::load"),
-            ..SiteCount::live(3, 10)
-        };
-        let save = SiteCount {
-            site: at("app::save"),
-            ..load.clone()
-        };
-        assert_ne!(load, save);
-    }
-
-    #[test]
-    fn sites_with_other_figures_differ_whatever_their_frames() {
-        assert_ne!(SiteCount::live(3, 10), SiteCount::live(3, 11));
-        assert_ne!(SiteCount::live(3, 10), SiteCount::live(4, 10));
+    fn a_site_of_another_run_is_not_resolved_here() {
+        let (held_as_id, id) = one_site(true, None);
+        let (with_frames, _) = one_site(true, Some(callsite::resolve(id)));
+        assert_ne!(held_as_id, with_frames);
     }
 }

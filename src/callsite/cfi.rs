@@ -628,8 +628,11 @@ fn walk_remembering(
         if b.ip != regs.ip || b.sp != regs.sp || i == guess {
             continue;
         }
-        // SAFETY: a brief with a non-zero `ip` is that of a valid walk of this thread (see
-        // `Memo::holding`), and `first_at` one of the addresses it read.
+        // SAFETY: a brief is zeroed before its walk's slot is reused and set only once a
+        // complete, valid walk of this thread is remembered there (below), from that walk's own
+        // reads; a zero brief matches no registers (no walk starts from `ip` 0). So `first_at` is
+        // an aligned word this thread's walk read between its stack pointer, which is `regs.sp`,
+        // and the top of its stack: mapped while the thread lives (the memo is not `Send`).
         if unsafe { (b.first_at as *const usize).read() } != b.first {
             continue;
         }

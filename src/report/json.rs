@@ -700,6 +700,20 @@ mod tests {
         assert_eq!(back.checkpoints(), [first, second]);
     }
 
+    #[test]
+    fn frames_that_differ_under_one_id_with_the_same_figures_read_back_as_they_were() {
+        for run in [0, 2] {
+            let first = checkpoint_of_another_run("a", &[(1, 1)]);
+            let mut second = checkpoint_of_another_run("b", &[(1, 1)]);
+            second.run ^= run;
+            for c in second.sites.iter_mut() {
+                c.site = Some(Site::new(Vec::new()));
+            }
+            let checkpoints = vec![first, second];
+            assert_eq!(written_and_read_back(checkpoints.clone()), checkpoints);
+        }
+    }
+
     /// The ids of the sites a written checkpoint lists, and whether it lists only those that
     /// changed.
     fn listed(checkpoint: &Value) -> (Vec<u64>, bool) {

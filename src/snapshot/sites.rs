@@ -29,7 +29,7 @@ pub(crate) type ChunkMemo = HashMap<(*const SiteCount, bool), (Arc<[SiteCount]>,
 
 /// Call-site counters sorted by id, in chunks of `CHUNK_IDS` consecutive ids (empty chunks left
 /// out). Equal lists have equal chunks.
-#[derive(Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) struct SiteList {
     chunks: Vec<Arc<[SiteCount]>>,
     /// Only the sites that changed since the checkpoint before (`changes_since`), as a timeline
