@@ -131,3 +131,15 @@ fn a_snapshot_since_the_start_ranks_what_holds_the_heap() {
     assert!(blocks.is_some_and(|b: u64| b >= 40), "{row}");
     drop(kept);
 }
+
+#[test]
+fn a_table_without_rows_says_so() {
+    let (kept, d) = heapdelta::measure(|| vec![0u8; 8]);
+    let table = d.table(By::Tag, 5);
+    assert_eq!(
+        rows(&table),
+        ["              (nothing was counted by tag here)"],
+        "{table}"
+    );
+    drop(kept);
+}

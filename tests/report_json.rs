@@ -167,6 +167,15 @@ fn a_cut_off_file_is_truncated() {
 }
 
 #[test]
+fn a_gzipped_file_is_named_as_such() {
+    let gzipped: &[u8] = &[0x1f, 0x8b, 8, 0];
+    match Snapshot::read_json_from(gzipped) {
+        Err(Error::Format(msg)) => assert!(msg.contains("gzip-compressed"), "{msg}"),
+        other => panic!("expected a format error, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_file_that_is_not_json_is_malformed() {
     assert!(format_error("heap: 12 MiB").contains("malformed JSON"));
 }

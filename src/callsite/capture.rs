@@ -76,12 +76,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 pub(crate) const NEAR_STACK_TOP: usize = 256 * 1024;
 
 /// The hint written once to stderr when frame pointers are missing.
-const HINT: &[u8] = b"heapdelta: this program was built without frame pointers; call sites are \
-captured by unwinding the stack with its DWARF call-frame information, up to several times the \
-cost of walking frame pointers (on x86_64 Linux; microseconds per allocation on other targets). \
-Build with `-C force-frame-pointers=yes`, e.g. in .cargo/config.toml: [build] rustflags = \
-[\"-C\", \"force-frame-pointers=yes\"] (a RUSTFLAGS environment variable replaces that list), \
-or sample (CallSites::Sampled, HEAPDELTA=sites=sampled:BYTES)\n";
+const HINT: &[u8] = b"\
+heapdelta: this program was built without frame pointers, so call sites are captured by
+heapdelta:   unwinding the stack with its DWARF call-frame information, at a higher cost (on
+heapdelta:   x86_64 Linux; microseconds per allocation on other targets). To walk frame pointers,
+heapdelta:   build with `-C force-frame-pointers=yes`, e.g. in .cargo/config.toml:
+heapdelta:     [build] rustflags = [\"-C\", \"force-frame-pointers=yes\"]
+heapdelta:   (a RUSTFLAGS environment variable replaces that list); or sample call sites
+heapdelta:   (CallSites::Sampled, HEAPDELTA=sites=sampled:BYTES).
+";
 
 static HINT_PRINTED: AtomicBool = AtomicBool::new(false);
 

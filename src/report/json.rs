@@ -185,6 +185,13 @@ pub(crate) fn read_contents(mut r: impl Read) -> Result<Contents, Error> {
     crate::thread::untracked(|| {
         let mut text = Vec::new();
         r.read_to_end(&mut text)?;
+        if text.starts_with(&[0x1f, 0x8b]) {
+            return Err(Error::Format(
+                "a gzip-compressed file (a pprof profile?), not heapdelta JSON: heapdelta reads \
+                 the files `write_json` and `HEAPDELTA=report=` write"
+                    .to_string(),
+            ));
+        }
         let envelope: Envelope = serde_json::from_slice(&text).map_err(|e| {
             let first = text.iter().find(|b| !b.is_ascii_whitespace());
             match (e.classify(), first) {

@@ -262,6 +262,9 @@ impl Delta {
                 "{:>12} {:>10} {:>10}  {name}",
                 "live bytes", "blocks", third
             );
+            if rows.is_empty() {
+                let _ = writeln!(out, "{:>12}  (nothing was counted by {name} here)", "");
+            }
             for (live_bytes, live_blocks, third, name) in rows.into_iter().take(top) {
                 // A comparison knows no allocations.
                 let third = if self.is_comparison() {
