@@ -114,20 +114,52 @@ enum Candidate {
 /// depend on the element's layout. So a buffer type read from such a frame gives way to an inlined
 /// frame further out that names another element type; and a compiled frame without debug
 /// information (no file), which no inlined frame can correct, names no type at all.
+///
+/// Merging reaches compiled frames with debug information too (their name is that of the twin
+/// the debug information describes), and a debug build calls the standard library's own compiled
+/// copies of common instantiations, merged when it was built. So a frame of a method that
+/// allocates nothing but its collection's own storage (`push`, `push_back`, `reserve`, … see
+/// `owns_only_its_storage`) names the allocation whatever the frames inside it said: the
+/// outermost such frame gives the element type, unless it was compiled and the type came from an
+/// inlined frame.
 pub(crate) fn derive_marked(trimmed: &[Frame], inlined: &[bool]) -> Option<String> {
     let mut candidate: Option<Candidate> = None;
     let mut candidate_inlined = true;
+    // The collection whose storage method gave the candidate, which an outer storage method of
+    // the same collection may correct.
+    let mut owner: Option<Kind> = None;
     for (i, frame) in trimmed.iter().enumerate() {
         let Some(kind) = classify(frame) else {
             continue;
         };
         let this_inlined = inlined.get(i).copied().unwrap_or(true);
+        let method = method_name(&frame.function);
+        // A closure carries the generic arguments of the function it is written in, which for
+        // `Arc`/`Rc` (`allocate_for_slice<T>`'s) do not say what is allocated.
+        if matches!(kind, Kind::Arc | Kind::Rc) && method.starts_with('{') {
+            continue;
+        }
         let mut args = generic_args(&frame.function);
         // Names from limited debug information and legacy mangling can carry the declaration's
         // parameters (`RawVec<T, A>::with_capacity_in`): those name no type. Nor does a compiled
         // function without debug information: it may be any of its merged twins.
         if args.iter().any(|arg| is_parameter(arg)) || (!this_inlined && frame.file.is_none()) {
             args.clear();
+        }
+        if let (Kind::Arc | Kind::Rc, Some(t)) = (kind, args.first_mut()) {
+            // `Arc::<[T]>::allocate_for_slice::<T>` and its kin allocate a slice of `T`.
+            if (method.contains("slice") || method == "from_iter_exact") && !t.starts_with('[') {
+                *t = format!("[{t}]");
+            }
+        }
+        if let (Some(t), true) = (args.first(), owns_only_its_storage(kind, method)) {
+            let correctable = this_inlined || !candidate_inlined || candidate.is_none();
+            if let (Some(next), true) = (as_storage_of(kind, t, &candidate, owner), correctable) {
+                candidate = Some(next);
+                candidate_inlined = this_inlined;
+                owner = Some(kind);
+                continue;
+            }
         }
         if let (Some(Candidate::Buffer(_)), Kind::RawVec | Kind::Vec, Some(t)) =
             (&candidate, kind, args.first())
@@ -148,7 +180,7 @@ pub(crate) fn derive_marked(trimmed: &[Frame], inlined: &[bool]) -> Option<Strin
         if was_empty && candidate.is_some() {
             candidate_inlined = this_inlined;
         }
-        if let Some(Candidate::Done(_)) = candidate {
+        if let (Some(Candidate::Done(_)), None) = (&candidate, owner) {
             break;
         }
     }
@@ -159,6 +191,80 @@ pub(crate) fn derive_marked(trimmed: &[Frame], inlined: &[bool]) -> Option<Strin
         Candidate::Table => None,
         Candidate::Done(t) => Some(t),
     }
+}
+
+/// Whether `method` of a `kind` frame allocates nothing but the collection's own storage: it takes
+/// elements by value or no elements, and calls no code of the program's (no closure, no `Clone`),
+/// so an allocation made inside it is that storage.
+fn owns_only_its_storage(kind: Kind, method: &str) -> bool {
+    const GROWING: &[&str] = &[
+        "reserve",
+        "reserve_exact",
+        "try_reserve",
+        "try_reserve_exact",
+        "with_capacity",
+        "with_capacity_in",
+        "shrink_to",
+        "shrink_to_fit",
+        "append",
+        "insert",
+        "insert_mut",
+    ];
+    match kind {
+        Kind::RawVec => {
+            matches!(method, "grow_one" | "grow_amortized" | "grow_exact")
+                || GROWING.contains(&method)
+        }
+        Kind::Vec => {
+            matches!(method, "push" | "push_mut" | "push_within_capacity")
+                || GROWING.contains(&method)
+        }
+        Kind::VecDeque => {
+            matches!(
+                method,
+                "push_back" | "push_front" | "push_back_mut" | "push_front_mut" | "grow"
+            ) || GROWING.contains(&method)
+        }
+        Kind::BinaryHeap => method == "push" || GROWING.contains(&method),
+        _ => false,
+    }
+}
+
+/// The candidate when an `owns_only_its_storage` frame of `kind` with element type `t` meets
+/// `candidate` (which `owner`'s storage method gave, if any): that storage, or `None` when the
+/// candidate is not something such a frame allocates (leave it to `step`).
+fn as_storage_of(
+    kind: Kind,
+    t: &str,
+    candidate: &Option<Candidate>,
+    owner: Option<Kind>,
+) -> Option<Candidate> {
+    let name = match kind {
+        Kind::RawVec | Kind::Vec => {
+            return matches!(candidate, None | Some(Candidate::Buffer(_)))
+                .then(|| Candidate::Buffer(t.to_string()));
+        }
+        Kind::VecDeque => "VecDeque",
+        Kind::BinaryHeap => "BinaryHeap",
+        _ => return None,
+    };
+    let fits = match candidate {
+        None | Some(Candidate::Buffer(_)) => true,
+        Some(Candidate::Done(_)) => owner == Some(kind),
+        Some(_) => false,
+    };
+    fits.then(|| Candidate::Done(format!("{name}<{}>", pretty(t))))
+}
+
+/// The last segment of a function's path, without generic arguments: `push_back<usize, Global>`
+/// → `push_back`, `<alloc::collections::vec_deque::VecDeque<u8>>::grow` → `grow`.
+fn method_name(function: &str) -> &str {
+    let end = match function.strip_suffix('>') {
+        Some(_) => trailing_args(function).map_or(function.len(), |a| function.len() - a.len() - 2),
+        None => function.len(),
+    };
+    let path = function.get(..end).unwrap_or(function);
+    path.rsplit("::").next().unwrap_or(path)
 }
 
 enum Step {
@@ -504,6 +610,109 @@ mod tests {
             derive_marked(&frames, &[false, true]).as_deref(),
             Some("Vec<String>")
         );
+    }
+
+    fn frame(function: &str, file: &str) -> Frame {
+        Frame {
+            function: function.into(),
+            file: Some(file.into()),
+            line: Some(1),
+        }
+    }
+
+    #[test]
+    fn an_inlined_push_back_names_the_deque_that_merged_functions_did_not() {
+        // A release build: the compiled `grow_one` and `grow` are twins merged with those of
+        // another element type of the same size.
+        let frames = [
+            frame(
+                "<alloc::raw_vec::RawVec<&app::Arg>>::grow_one",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            frame(
+                "<alloc::collections::vec_deque::VecDeque<&app::Arg>>::grow",
+                "alloc/src/collections/vec_deque/mod.rs",
+            ),
+            frame(
+                "push_back_mut<usize, alloc::alloc::Global>",
+                "alloc/src/collections/vec_deque/mod.rs",
+            ),
+            frame(
+                "push_back<usize, alloc::alloc::Global>",
+                "alloc/src/collections/vec_deque/mod.rs",
+            ),
+        ];
+        assert_eq!(
+            derive_marked(&frames, &[false, false, true, true]).as_deref(),
+            Some("VecDeque<usize>")
+        );
+    }
+
+    #[test]
+    fn a_compiled_push_names_its_buffer_over_a_merged_grow_one() {
+        // A debug build: nothing is inlined, and `grow_one` is the standard library's compiled
+        // copy, merged with that of another element type of the same layout.
+        let frames = [
+            frame(
+                "<alloc::raw_vec::RawVec<alloc::vec::Vec<u8>>>::grow_one",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            frame(
+                "<alloc::vec::Vec<alloc::string::String>>::push",
+                "alloc/src/vec/mod.rs",
+            ),
+        ];
+        assert_eq!(
+            derive_marked(&frames, &[false, false]).as_deref(),
+            Some("Vec<String>")
+        );
+    }
+
+    #[test]
+    fn a_compiled_storage_method_does_not_override_an_inlined_one() {
+        let frames = [
+            frame(
+                "push<alloc::string::String, alloc::alloc::Global>",
+                "alloc/src/vec/mod.rs",
+            ),
+            frame("<alloc::vec::Vec<u64>>::reserve", "alloc/src/vec/mod.rs"),
+        ];
+        assert_eq!(
+            derive_marked(&frames, &[true, false]).as_deref(),
+            Some("Vec<String>")
+        );
+    }
+
+    #[test]
+    fn an_arc_made_from_a_slice_is_an_arc_of_the_slice() {
+        // `Arc<str>::from(&str)`, line-table names: the closure carries `allocate_for_slice`'s
+        // argument, the element type.
+        let sync = "alloc/src/sync.rs";
+        let frames = [
+            frame("{closure#0}<u8>", sync),
+            frame(
+                "allocate_for_layout<[u8], alloc::sync::{impl#28}::allocate_for_slice::{closure_env#0}<u8>>",
+                sync,
+            ),
+            frame("allocate_for_slice<u8>", sync),
+            frame("copy_from_slice<u8>", sync),
+        ];
+        assert_eq!(derive(&frames).as_deref(), Some("Arc<[u8]>"));
+        assert_eq!(derive(&frames[2..]).as_deref(), Some("Arc<[u8]>"));
+    }
+
+    #[test]
+    fn a_method_is_named_without_its_path_and_arguments() {
+        assert_eq!(
+            method_name("push_back<usize, alloc::alloc::Global>"),
+            "push_back"
+        );
+        assert_eq!(
+            method_name("<alloc::collections::vec_deque::VecDeque<u8>>::grow"),
+            "grow"
+        );
+        assert_eq!(method_name("alloc::vec::Vec<T,A>::push"), "push");
+        assert_eq!(method_name("{closure#0}<u8>"), "{closure#0}");
     }
 
     #[test]
