@@ -299,7 +299,29 @@ fn dependency_path(path: &str) -> Option<&str> {
 }
 
 fn is_std_name(function: &str) -> bool {
-    STD_NAME_PREFIXES.iter().any(|p| function.starts_with(p))
+    STD_NAME_PREFIXES.iter().any(|p| function.starts_with(p)) || is_primitive_impl(function)
+}
+
+/// Whether `function` is a method of a primitive type: inherent (`<str>::to_lowercase`), which
+/// only the standard library can define, or of a standard-library trait (`<usize as
+/// core::fmt::Display>::fmt`), which the orphan rule leaves to it too.
+fn is_primitive_impl(function: &str) -> bool {
+    const PRIMITIVES: &[&str] = &[
+        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+        "f32", "f64", "bool", "char", "str",
+    ];
+    let Some(rest) = function.strip_prefix('<') else {
+        return false;
+    };
+    PRIMITIVES.iter().any(|p| match rest.strip_prefix(p) {
+        Some(after) if after.starts_with(">::") => true,
+        Some(after) => after.strip_prefix(" as ").is_some_and(|t| {
+            ["core::", "alloc::", "std::"]
+                .iter()
+                .any(|c| t.starts_with(c))
+        }),
+        None => false,
+    })
 }
 
 fn is_std_path(file: &str) -> bool {
@@ -996,6 +1018,28 @@ mod tests {
         assert_eq!(origin(vec_buffer, file, None, "/x/"), Origin::Std);
         assert_eq!(origin(vec_buffer, file, Some(0), "/x/"), Origin::Std);
         assert_eq!(origin("workers::make_job", file, None, "/x/"), Origin::User);
+    }
+
+    #[test]
+    fn methods_of_primitive_types_are_std_without_debug_info() {
+        for std_fn in [
+            "<usize as core::fmt::Display>::fmt",
+            "<str>::to_lowercase",
+            "<u8 as alloc::borrow::ToOwned>::to_owned",
+        ] {
+            assert_eq!(origin(std_fn, None, None, "/x/"), Origin::Std, "{std_fn}");
+        }
+        for user_fn in [
+            "<usize as app::Weigh>::weigh",
+            "<u8x4 as core::fmt::Display>::fmt",
+            "<strand::Rope>::push",
+        ] {
+            assert_eq!(
+                origin(user_fn, None, None, "/x/"),
+                Origin::User,
+                "{user_fn}"
+            );
+        }
     }
 
     #[test]
