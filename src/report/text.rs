@@ -384,6 +384,7 @@ impl Display for Delta {
             if !unlisted.is_empty() {
                 lines.push(format!("   … and {}", unlisted.join(", ")));
             }
+            lines.extend(unaccounted_line(self, &by_leaf));
             let types = self.types().iter().map(|t| {
                 let name = OneLine(&t.type_name).to_string();
                 (name, t.live_bytes, t.live_blocks)
@@ -479,6 +480,36 @@ fn tag_rows(d: &Delta) -> Vec<(String, i64, i64, u64)> {
 
 /// A delta's sites as the text reports list them: told apart by their first frame and type
 /// (`Site::leaf`), call paths that differ further out added together, largest growth first.
+/// With exact call sites, when they do not add up to the window's change: how much they account
+/// for, and why the rest may not be theirs (a snapshot reads its totals and its sites one after
+/// the other, so other threads' events in between count in one and not the other; and blocks
+/// counted without a site, as during a thread's teardown, are in the totals only).
+fn unaccounted_line(d: &Delta, by_leaf: &[SiteDelta]) -> Option<String> {
+    if d.sampled_mean.is_some() || d.is_comparison() || by_leaf.is_empty() {
+        return None;
+    }
+    let (site_bytes, site_blocks) = by_leaf.iter().fold((0i64, 0i64), |(b, n), s| {
+        (
+            b.saturating_add(s.live_bytes),
+            n.saturating_add(s.live_blocks),
+        )
+    });
+    if (site_bytes, site_blocks) == (d.live_bytes(), d.live_blocks()) {
+        return None;
+    }
+    Some(format!(
+        "   call sites account for {} in {} {} of this; the rest changed while the snapshots \
+         were read (other threads) or has no site",
+        signed_bytes(site_bytes),
+        signed(site_blocks),
+        if site_blocks.unsigned_abs() == 1 {
+            "block"
+        } else {
+            "blocks"
+        }
+    ))
+}
+
 fn sites_by_leaf(d: &Delta) -> Vec<SiteDelta> {
     let mut merged: Vec<SiteDelta> = Vec::new();
     let mut at: HashMap<Site, usize> = HashMap::new();
@@ -678,7 +709,8 @@ impl Display for Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{SiteCount, SiteList, Snapshot};
+    use crate::snapshot::{ClassCount, SiteCount, SiteList, Snapshot};
+    use crate::stats::Counts;
 
     #[test]
     fn a_changes_line_lists_the_largest_changes_either_way() {
@@ -692,6 +724,46 @@ mod tests {
             line,
             "   types: g -1.0 MiB (-9 blk) | a +10 B (+1 blk) | f -5 B (-1 blk) | \
              e -4 B (-1 blk) | d -3 B (-1 blk) | 2 more"
+        );
+    }
+
+    /// A step from an empty heap to one whose size classes say `live` bytes in `blocks`, with one
+    /// site of 3 blocks of 8 bytes.
+    fn step_with_one_site(live: u64, blocks: u64) -> String {
+        let mut s = Snapshot::zero();
+        s.totals.live_bytes = live;
+        s.totals.live_blocks = blocks;
+        s.totals.total_bytes = live;
+        s.totals.total_blocks = blocks;
+        s.totals.peak_bytes = live;
+        s.totals.peak_blocks = blocks;
+        s.classes = vec![ClassCount {
+            size: 16,
+            counts: Counts {
+                alloc_blocks: blocks,
+                alloc_bytes: live,
+                free_blocks: 0,
+                free_bytes: 0,
+            },
+        }];
+        let mut site = SiteCount::live(1, 3);
+        site.counts.alloc_blocks = 3 * crate::stats::UNIT;
+        s.sites = SiteList::new(vec![site]);
+        s.since(&Snapshot::zero()).to_string()
+    }
+
+    #[test]
+    fn sites_that_add_up_to_the_step_get_no_note() {
+        let text = step_with_one_site(24, 3);
+        assert!(!text.contains("account for"), "{text}");
+    }
+
+    #[test]
+    fn sites_that_do_not_add_up_to_the_step_say_how_much_they_account_for() {
+        let text = step_with_one_site(1024, 10);
+        assert!(
+            text.contains("call sites account for +24 B in +3 blocks of this"),
+            "{text}"
         );
     }
 
