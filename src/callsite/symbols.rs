@@ -191,7 +191,10 @@ fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
     });
     // The last symbol of an address is the compiled function itself.
     match raw.last_mut() {
-        Some(outermost) => outermost.inlined = false,
+        Some(outermost) => {
+            outermost.inlined = false;
+            program_frames_of_merged_code(&mut raw);
+        }
         None => raw.push(RawFrame {
             frame: Frame {
                 function: format!("{ip:#x}"),
@@ -203,6 +206,27 @@ fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
         }),
     }
     raw
+}
+
+/// Gives back to the program the frames of merged code inside its own compiled functions that
+/// heapdelta's files claim. Where the compiler merged two calls into one (two `Box::new` in one
+/// function), the merged code's inlined frames have no line (or line 0) and the file of whatever
+/// was inlined there, here heapdelta's: such a frame, not named as heapdelta's, in the inline chain of a
+/// compiled function of the program's, is the program's, of unknown file and line.
+fn program_frames_of_merged_code(raw: &mut [RawFrame]) {
+    if raw.last().is_none_or(|f| f.origin != Origin::User) {
+        return;
+    }
+    for f in raw.iter_mut() {
+        let heapdelta_named = f.frame.function.starts_with("heapdelta::")
+            || f.frame.function.starts_with("<heapdelta::");
+        let no_line = matches!(f.frame.line, None | Some(0));
+        if f.inlined && f.origin == Origin::Allocator && no_line && !heapdelta_named {
+            f.origin = Origin::User;
+            f.frame.file = None;
+            f.frame.line = None;
+        }
+    }
 }
 
 /// The site of a stack whose every captured frame is the allocator's.
@@ -559,6 +583,47 @@ mod tests {
     }
 
     const STD: &str = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library";
+
+    /// The frames of one return address (innermost first) in a program's compiled function
+    /// (`outermost`), with an inlined frame `(function, line)` given heapdelta's file.
+    fn merged_code(inlined: (&str, u32), outermost: &str) -> Vec<RawFrame> {
+        let own = "/work/heapdelta/src/tracker.rs";
+        let mut frames = vec![
+            raw(inlined.0, Some(own), inlined.1),
+            raw(outermost, Some("/home/u/app/src/parser.rs"), 212),
+        ];
+        frames[1].inlined = false;
+        program_frames_of_merged_code(&mut frames);
+        frames
+    }
+
+    #[test]
+    fn a_frame_of_merged_code_in_the_programs_function_is_the_programs() {
+        let frames = merged_code(("make_event_box", 0), "parse_line");
+        assert_eq!(frames[0].origin, Origin::User);
+        assert_eq!(
+            (frames[0].frame.file.as_deref(), frames[0].frame.line),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn a_frame_of_merged_code_without_a_line_is_the_programs_too() {
+        let mut frames = merged_code(("make_event_box", 0), "parse_line");
+        frames[0].frame.line = None;
+        frames[0].origin = Origin::Allocator;
+        frames[0].frame.file = Some("/work/heapdelta/src/tracker.rs".into());
+        program_frames_of_merged_code(&mut frames);
+        assert_eq!(frames[0].origin, Origin::User);
+    }
+
+    #[test]
+    fn heapdelta_frames_with_a_line_or_its_name_stay_heapdeltas() {
+        for inlined in [("place", 40), ("heapdelta::tracker::place", 0)] {
+            let frames = merged_code(inlined, "parse_line");
+            assert_eq!(frames[0].origin, Origin::Allocator, "{inlined:?}");
+        }
+    }
 
     #[test]
     fn a_stack_of_allocator_frames_alone_says_to_raise_the_depth() {
