@@ -267,14 +267,15 @@ const STD_NAME_PREFIXES: &[&str] = &[
 fn origin(function: &str, file: Option<&str>, line: Option<u32>, own_dir: &str) -> Origin {
     // rustc 1.9x names the shims `__rustc::__rust_alloc` …
     let bare = function.strip_prefix("__rustc::").unwrap_or(function);
-    if SHIM_PREFIXES.iter().any(|p| bare.starts_with(p)) {
-        return Origin::Allocator;
-    }
+    // (Before the shims: `__rust_begin_short_backtrace` starts as they do.)
     if RUNTIME_NAMES.contains(&function)
         || function.contains("lang_start")
         || function.starts_with("__rust_begin_short_backtrace")
     {
         return Origin::Runtime;
+    }
+    if SHIM_PREFIXES.iter().any(|p| bare.starts_with(p)) {
+        return Origin::Allocator;
     }
     match file {
         Some(file) if is_std_path(file) => Origin::Std,
@@ -1048,6 +1049,16 @@ mod tests {
         let file = dir.path().join("loose.rs").display().to_string();
         assert_eq!(project_root(&file), None);
         assert_eq!(project_root("src/relative.rs"), None);
+    }
+
+    #[test]
+    fn the_short_backtrace_marker_is_runtime_not_an_allocator_shim() {
+        let file = format!("{STD}/std/src/sys/backtrace.rs");
+        let marker = "__rust_begin_short_backtrace<app::main::{closure_env#2}, ()>";
+        assert_eq!(
+            origin(marker, Some(&file), Some(166), "/x/"),
+            Origin::Runtime
+        );
     }
 
     #[test]
