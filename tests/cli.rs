@@ -371,7 +371,10 @@ fn a_flamegraph_of_a_timeline_with_an_exit_snapshot_draws_its_last_checkpoint() 
     let run = heapdelta(["flamegraph", arg(&report), "--folded", "-o", arg(&out)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let folded = std::fs::read_to_string(&out).unwrap();
-    assert!(folded.contains("Cache::insert 131072"), "{folded}");
+    assert!(
+        folded.contains("Cache::insert;src/cache.rs:42;[Vec<u8>] 131072"),
+        "{folded}"
+    );
 }
 
 #[test]
@@ -516,8 +519,10 @@ fn flamegraph_folded_writes_stacks_outermost_first() {
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let folded = std::fs::read_to_string(&out).unwrap();
-    assert!(folded
-        .contains("service::main;service::handle_request;service::cache::Cache::insert 131072\n"));
+    assert!(folded.contains(
+        "service::main;service::handle_request;service::cache::Cache::insert;src/cache.rs:42;\
+         [Vec<u8>] 131072\n"
+    ));
 }
 
 #[test]

@@ -18,9 +18,11 @@ fn element(name: &str) -> String {
     name.replace(';', ",").replace(char::is_control, " ")
 }
 
-/// One line per stack with positive live bytes, outermost frame first, largest first. Sites
-/// whose stacks read alike (the same functions at other lines) are added up, as flamegraph tools
-/// expect each stack once.
+/// One line per stack with positive live bytes, outermost frame first, largest first. Under the
+/// innermost function come two more elements, where known: the site's `file:line`, then its type
+/// in brackets, so that the sites of one function stay apart (as the text reports name them) and
+/// the boxes of the function hold them all. Sites whose stacks read alike are added up, as
+/// flamegraph tools expect each stack once.
 fn fold(sites: &[SiteFigures]) -> String {
     let mut stacks: BTreeMap<String, i64> = BTreeMap::new();
     for s in sites.iter().filter(|s| s.live_bytes > 0) {
@@ -28,7 +30,14 @@ fn fold(sites: &[SiteFigures]) -> String {
         let stack = if frames.is_empty() {
             UNKNOWN_SITE.to_string()
         } else {
-            let names: Vec<String> = frames.iter().rev().map(|f| element(&f.function)).collect();
+            let mut names: Vec<String> =
+                frames.iter().rev().map(|f| element(&f.function)).collect();
+            if let (Some(file), Some(line)) = (&frames[0].file, frames[0].line) {
+                names.push(element(&format!("{file}:{line}")));
+            }
+            if let Some(type_name) = s.site.known_type() {
+                names.push(element(&format!("[{type_name}]")));
+            }
             names.join(";")
         };
         let total = stacks.entry(stack).or_default();
@@ -45,8 +54,9 @@ fn fold(sites: &[SiteFigures]) -> String {
 
 impl Snapshot {
     /// Live bytes per call site as folded stacks, for `flamegraph.pl`, `inferno-flamegraph`,
-    /// speedscope and the like: one line `outer;…;inner BYTES` per stack holding live bytes,
-    /// largest first.
+    /// speedscope and the like: one line `outer;…;inner;file:line;[Type] BYTES` per stack
+    /// holding live bytes, largest first (the site's line and type where known, so that the sites
+    /// of one function stay apart).
     ///
     /// ```
     /// # #[global_allocator]
@@ -171,4 +181,44 @@ fn flamegraph(folded: &str, title: &str, path: &Path) -> io::Result<()> {
             inferno::flamegraph::from_lines(&mut options, folded.lines(), w)
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Frame, Site};
+
+    /// A site of `live_bytes` in `main` → `load` at `line`, allocating `type_name`.
+    fn in_load(line: u32, type_name: Option<&str>, live_bytes: i64) -> SiteFigures {
+        let frame = |function: &str, line| Frame {
+            function: function.to_string(),
+            file: Some("src/main.rs".to_string()),
+            line: Some(line),
+        };
+        SiteFigures {
+            site: Site::with_type(
+                vec![frame("app::load", line), frame("app::main", 3)],
+                type_name.map(str::to_string),
+            ),
+            alloc_blocks: 1,
+            alloc_bytes: live_bytes as u64,
+            live_blocks: 1,
+            live_bytes,
+        }
+    }
+
+    #[test]
+    fn sites_of_one_function_stay_apart_under_it_by_line_and_type() {
+        let folded = fold(&[
+            in_load(10, Some("Vec<u8>"), 300),
+            in_load(12, Some("String"), 200),
+            in_load(12, None, 100),
+        ]);
+        assert_eq!(
+            folded,
+            "app::main;app::load;src/main.rs:10;[Vec<u8>] 300\n\
+             app::main;app::load;src/main.rs:12;[String] 200\n\
+             app::main;app::load;src/main.rs:12 100\n"
+        );
+    }
 }
