@@ -143,3 +143,16 @@ fn a_table_without_rows_says_so() {
     );
     drop(kept);
 }
+
+#[test]
+fn a_window_that_shrank_lists_what_fell_most_first() {
+    let big = vec![0u8; 100_000];
+    let (kept, d) = heapdelta::measure(|| {
+        drop(big);
+        vec![1u8; 64]
+    });
+    let table = d.table(By::Site, 5);
+    let first = rows(&table)[0];
+    assert!(first.trim_start().starts_with("-97.7 KiB"), "{table}");
+    drop(kept);
+}

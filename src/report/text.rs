@@ -42,6 +42,11 @@ pub(crate) fn count(n: u64, word: &str) -> String {
     }
 }
 
+/// `n / d` rounded to the nearest whole number (`d` > 0).
+fn rounded_div(n: u64, d: u64) -> u64 {
+    n / d + u64::from(n % d >= d - n % d)
+}
+
 /// `1,234,567`.
 pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
@@ -193,8 +198,8 @@ pub enum By {
 }
 
 impl Delta {
-    /// The growth grouped `by` call site, size class, scope tag or type, largest first, as a
-    /// table of at most `top` rows: live bytes, live blocks, then allocations (or, by tag, bytes
+    /// The growth grouped `by` call site, size class, scope tag or type, the largest changes
+    /// first (growth or fall, as tracemalloc's `compare_to`), as a table of at most `top` rows: live bytes, live blocks, then allocations (or, by tag, bytes
     /// allocated) and the group's name, like tracemalloc's `compare_to` or pympler's summary
     /// diff. Sampled call-site figures get a line saying they are estimates.
     ///
@@ -222,7 +227,7 @@ impl Delta {
                 By::Tag => ("allocated", "tag"),
                 By::Type => ("allocs", "type"),
             };
-            let rows: Vec<(i64, i64, String, String)> = match by {
+            let mut rows: Vec<(i64, i64, String, String)> = match by {
                 By::Site => sites_by_leaf(self)
                     .iter()
                     .map(|s| {
@@ -253,6 +258,8 @@ impl Delta {
                     })
                     .collect(),
             };
+            // Largest changes first, either way: in a window that shrank, what fell most.
+            rows.sort_by_key(|row| std::cmp::Reverse(row.0.unsigned_abs()));
             let mut out = String::new();
             if let (By::Site | By::Type, Some(note)) = (by, estimates_note(self.sampled_mean)) {
                 let _ = writeln!(out, "{note}");
@@ -348,10 +355,14 @@ impl Display for Delta {
             for s in sites {
                 // The average allocation in the window; a comparison knows no allocations, so
                 // its average is that of the blocks gained or lost.
-                let avg = if let Some(per) = s.allocated_bytes.checked_div(s.allocs) {
-                    format!(", ~{} per alloc", bytes(per))
+                let avg = if s.allocs > 0 {
+                    format!(
+                        ", ~{} per alloc",
+                        bytes(rounded_div(s.allocated_bytes, s.allocs))
+                    )
                 } else if s.live_blocks != 0 {
-                    let per = s.live_bytes.unsigned_abs() / s.live_blocks.unsigned_abs();
+                    let per =
+                        rounded_div(s.live_bytes.unsigned_abs(), s.live_blocks.unsigned_abs());
                     format!(", ~{} per blk", bytes(per))
                 } else {
                     String::new()
@@ -750,6 +761,15 @@ mod tests {
         site.counts.alloc_blocks = 3 * crate::stats::UNIT;
         s.sites = SiteList::new(vec![site]);
         s.since(&Snapshot::zero()).to_string()
+    }
+
+    #[test]
+    fn averages_are_rounded_to_the_nearest_byte() {
+        assert_eq!(rounded_div(9_999_920, 1_999_990), 5);
+        assert_eq!(rounded_div(7, 2), 4);
+        assert_eq!(rounded_div(5, 3), 2);
+        assert_eq!(rounded_div(4, 3), 1);
+        assert_eq!(rounded_div(u64::MAX, u64::MAX), 1);
     }
 
     #[test]
