@@ -32,6 +32,8 @@ use crate::diff::Timeline;
 use crate::error::Error;
 use crate::report::write_file;
 use crate::snapshot::{ChunkMemo, SiteCount, Snapshot};
+use crate::stats;
+use crate::PoolStats;
 
 /// The newest file format version: this build writes timelines in it and reads every version up
 /// to it.
@@ -268,25 +270,29 @@ fn check_snapshot(s: &Snapshot) -> Result<(), String> {
             t.live_bytes, t.peak_bytes
         ));
     }
+    // (Name, counters, and the count of one block in them: sites count in `UNIT`s.)
     let groups = s
         .classes
         .iter()
-        .map(|c| (format!("size class {} B", c.size), &c.counts))
+        .map(|c| (format!("size class {} B", c.size), &c.counts, 1))
         .chain(
             s.tags
                 .iter()
-                .map(|t| (format!("tag {:?}", t.tag), &t.counts)),
+                .map(|t| (format!("tag {:?}", t.tag), &t.counts, 1)),
         )
         .chain(
             s.sites
                 .iter()
-                .map(|c| (format!("site {}", c.id), &c.counts)),
+                .map(|c| (format!("site {}", c.id), &c.counts, stats::UNIT)),
         );
-    for (name, c) in groups {
+    for (name, c, unit) in groups {
         if c.free_blocks > c.alloc_blocks || c.free_bytes > c.alloc_bytes {
             return Err(format!(
                 "inconsistent counters: {name} frees {} blocks ({} bytes) of {} allocated ({} bytes)",
-                c.free_blocks, c.free_bytes, c.alloc_blocks, c.alloc_bytes
+                in_blocks(c.free_blocks, unit),
+                c.free_bytes,
+                in_blocks(c.alloc_blocks, unit),
+                c.alloc_bytes
             ));
         }
         if c.alloc_blocks > MAX_COUNT || c.alloc_bytes > MAX_COUNT {
@@ -309,10 +315,52 @@ fn check_snapshot(s: &Snapshot) -> Result<(), String> {
             ));
         }
     }
+    if let Some(p) = &s.pool {
+        check_pool(p)?;
+    }
     repeated(s.classes.iter().map(|c| c.size), "size class")?;
     repeated(s.tags.iter().map(|t| t.tag.as_str()), "tag")?;
     repeated(s.sites.iter().map(|c| c.id), "site")?;
     Ok(())
+}
+
+/// Checks what a pool's statistics guarantee however they were read: the bytes in use are those of
+/// the classes' blocks, and the bytes reserved are whole arenas.
+fn check_pool(p: &PoolStats) -> Result<(), String> {
+    let in_classes = p.classes.iter().try_fold(0u64, |sum, c| {
+        c.blocks_in_use
+            .checked_mul(c.size as u64)
+            .and_then(|b| sum.checked_add(b))
+    });
+    if in_classes != Some(p.bytes_in_use) {
+        return Err(format!(
+            "inconsistent pool statistics: {} bytes in use, but the size classes hold {}",
+            p.bytes_in_use,
+            in_classes.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
+        ));
+    }
+    // (`PoolConfig` arenas are powers of two from 64 KiB to 2 GiB.)
+    let arena_size = |size: u64| size.is_power_of_two() && (1 << 16..=1 << 31).contains(&size);
+    let whole_arenas = match p.arenas_current {
+        0 => p.bytes_reserved == 0,
+        n => p.bytes_reserved % n == 0 && arena_size(p.bytes_reserved / n),
+    };
+    if !whole_arenas {
+        return Err(format!(
+            "inconsistent pool statistics: {} bytes reserved in {} arenas, which are not whole \
+             arenas of a pool's size",
+            p.bytes_reserved, p.arenas_current
+        ));
+    }
+    Ok(())
+}
+
+/// A block count in `unit`s as whole blocks, with a fraction where there is one (sampled sites).
+fn in_blocks(count: u64, unit: u64) -> String {
+    match count % unit {
+        0 => (count / unit).to_string(),
+        _ => format!("{:.2}", count as f64 / unit as f64),
+    }
 }
 
 /// The largest count a file may hold: live figures are differences of counts, as `i64`.
@@ -618,14 +666,81 @@ mod tests {
     use crate::pool::PoolStats;
     use crate::snapshot::SiteList;
 
-    #[test]
-    fn pool_statistics_round_trip_and_reach_the_delta() {
-        let mut s = Snapshot::zero();
-        s.pool = Some(PoolStats {
+    /// A pool's statistics with one arena of 1 MiB holding 64 blocks of 64 bytes.
+    fn one_arena() -> PoolStats {
+        PoolStats {
+            classes: vec![crate::ClassStats {
+                size: 64,
+                pools: 1,
+                blocks_in_use: 64,
+                blocks_available: 191,
+            }],
+            arenas_allocated_total: 1,
+            arenas_highwater: 1,
+            arenas_current: 1,
             bytes_reserved: 1 << 20,
             bytes_in_use: 4096,
             ..PoolStats::default()
+        }
+    }
+
+    /// The error reading back a snapshot holding `pool`.
+    fn pool_error(pool: PoolStats) -> String {
+        let mut s = Snapshot::zero();
+        s.pool = Some(pool);
+        let mut out = Vec::new();
+        s.write_json_to(&mut out).unwrap();
+        match Snapshot::read_json_from(&out[..]) {
+            Err(Error::Format(msg)) => msg,
+            other => panic!("expected a format error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn pool_statistics_whose_bytes_in_use_are_not_their_classes_are_rejected() {
+        let msg = pool_error(PoolStats {
+            bytes_in_use: 4000,
+            ..one_arena()
         });
+        assert!(
+            msg.contains("4000 bytes in use, but the size classes hold 4096"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn pool_statistics_whose_reserved_bytes_are_not_whole_arenas_are_rejected() {
+        let msg = pool_error(PoolStats {
+            bytes_reserved: 5,
+            ..one_arena()
+        });
+        assert!(msg.contains("5 bytes reserved in 1 arenas"), "{msg}");
+    }
+
+    #[test]
+    fn a_site_freeing_more_than_it_allocated_is_told_in_blocks() {
+        let mut s = Snapshot::zero();
+        let mut site = SiteCount::live(7, 3);
+        site.counts.alloc_blocks = 3 * stats::UNIT;
+        site.counts.free_blocks = 4 * stats::UNIT;
+        s.sites = SiteList::new(vec![site]);
+        let mut out = Vec::new();
+        s.write_json_to(&mut out).unwrap();
+        match Snapshot::read_json_from(&out[..]) {
+            Err(Error::Format(msg)) => {
+                assert!(
+                    msg.contains("site 7 frees 4 blocks (0 bytes) of 3 allocated"),
+                    "{msg}"
+                )
+            }
+            other => panic!("expected a format error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn pool_statistics_round_trip_and_reach_the_delta() {
+        let mut s = Snapshot::zero();
+        s.pool = Some(one_arena());
         let mut out = Vec::new();
         s.write_json_to(&mut out).unwrap();
         let back = Snapshot::read_json_from(&out[..]).unwrap();
