@@ -343,7 +343,7 @@ fn check_pool(p: &PoolStats) -> Result<(), String> {
     let arena_size = |size: u64| size.is_power_of_two() && (1 << 16..=1 << 31).contains(&size);
     let whole_arenas = match p.arenas_current {
         0 => p.bytes_reserved == 0,
-        n => p.bytes_reserved % n == 0 && arena_size(p.bytes_reserved / n),
+        n => p.bytes_reserved.is_multiple_of(n) && arena_size(p.bytes_reserved / n),
     };
     if !whole_arenas {
         return Err(format!(
