@@ -132,12 +132,23 @@ fn hint_if_not_installed() {
     // called from C).
     drop(std::hint::black_box(Box::new(0u8)));
     if !crate::is_installed() {
+        let install = match crate::pool_stats() {
+            Some(_) => {
+                "heapdelta::Tracker<heapdelta::Pool> = \
+                 heapdelta::Tracker::wrap(heapdelta::Pool::new());` over the pool"
+            }
+            None => "heapdelta::Tracker = heapdelta::Tracker::new();`",
+        };
+        let env = match std::env::var_os("HEAPDELTA") {
+            Some(_) => "; HEAPDELTA, set here, is read by the tracker and does nothing without it",
+            None => "",
+        };
         // Ignored: a closed stderr must not stop the program.
         let _ = writeln!(
             std::io::stderr(),
             "heapdelta: no heapdelta::Tracker is the global allocator, so nothing is counted and \
-             every figure is 0; install one with `#[global_allocator] static GLOBAL: \
-             heapdelta::Tracker = heapdelta::Tracker::new();` (`heapdelta::is_installed()` tells)"
+             every figure is 0; install one with `#[global_allocator] static GLOBAL: {install} \
+             (`heapdelta::is_installed()` tells){env}"
         );
     }
 }

@@ -19,15 +19,32 @@ fn the_child() {
     }
 }
 
-#[test]
-fn queries_without_a_tracker_say_once_that_nothing_is_counted() {
-    let out = Command::new(std::env::current_exe().expect("the test binary"))
+/// The child's stderr, run with `HEAPDELTA` set to `heapdelta` if given.
+fn child_stderr(heapdelta: Option<&str>) -> String {
+    let mut child = Command::new(std::env::current_exe().expect("the test binary"));
+    child
         .args(["the_child", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
-        .output()
-        .expect("the child runs");
+        .env_remove("HEAPDELTA");
+    if let Some(value) = heapdelta {
+        child.env("HEAPDELTA", value);
+    }
+    let out = child.output().expect("the child runs");
     assert!(out.status.success(), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn queries_without_a_tracker_say_that_heapdelta_is_not_read() {
+    let stderr = child_stderr(Some("report=never-written.json"));
+    assert!(stderr.contains("HEAPDELTA, set here"), "{stderr}");
+    assert!(!std::path::Path::new("never-written.json").exists());
+}
+
+#[test]
+fn queries_without_a_tracker_say_once_that_nothing_is_counted() {
+    let stderr = child_stderr(None);
+    assert!(!stderr.contains("HEAPDELTA"), "{stderr}");
     let said = stderr
         .matches("no heapdelta::Tracker is the global allocator")
         .count();
