@@ -981,6 +981,7 @@ impl Timeline {
             (Some(_), others) => Err(Error::AmbiguousLabel {
                 label: label.to_string(),
                 count: others + 1,
+                dropped: self.dropped(),
             }),
             (None, _) => match self.nth_labelled(label) {
                 Some(picked) => picked,
@@ -1024,6 +1025,7 @@ impl Timeline {
                 .ok_or_else(|| Error::AmbiguousLabel {
                     label: label.to_string(),
                     count,
+                    dropped: self.dropped(),
                 }),
         )
     }
@@ -1299,6 +1301,31 @@ mod tests {
                 "{label}"
             );
         }
+    }
+
+    #[test]
+    fn a_label_several_kept_checkpoints_share_says_how_many_were_not_kept() {
+        let mut t = timeline_with_checkpoints_not_kept();
+        for c in &mut t.checkpoints {
+            c.label = Some("tick".to_string());
+        }
+        let err = t.find("tick").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::AmbiguousLabel {
+                    count: 4,
+                    dropped: 9,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .ends_with("; 9 more checkpoints were not kept (keep_checkpoints or HEAPDELTA=keep=) and are not counted"),
+            "{err}"
+        );
     }
 
     #[test]

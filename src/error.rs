@@ -48,6 +48,9 @@ pub enum Error {
         label: String,
         /// How many checkpoints have it.
         count: usize,
+        /// Checkpoints not kept (see [`crate::keep_checkpoints`]): `label#n` counts only those
+        /// kept.
+        dropped: u64,
     },
 }
 
@@ -76,21 +79,48 @@ impl fmt::Display for Error {
                 match dropped {
                     0 => Ok(()),
                     1 => write!(f, "; 1 more checkpoint was not kept (keep_checkpoints or HEAPDELTA=keep=)"),
-                    n => write!(f, "; {n} more checkpoints were not kept (keep_checkpoints or HEAPDELTA=keep=)"),
+                    n => write!(
+                        f,
+                        "; {} were not kept (keep_checkpoints or HEAPDELTA=keep=)",
+                        count_checkpoints(*n)
+                    ),
                 }
             }
             Error::ReversedWindow { from, to } => write!(
                 f,
                 "checkpoint {to:?} comes before {from:?}: give the earlier checkpoint first"
             ),
-            Error::AmbiguousLabel { label, count } => write!(
-                f,
-                "{count} checkpoints are labelled {label:?}: pick one as {:?} to {:?} (in the \
-                 order they were taken), or give each checkpoint its own label",
-                format!("{label}#1"),
-                format!("{label}#{count}")
-            ),
+            Error::AmbiguousLabel {
+                label,
+                count,
+                dropped,
+            } => {
+                write!(
+                    f,
+                    "{count} checkpoints are labelled {label:?}: pick one as {:?} to {:?} (in the \
+                     order they were taken), or give each checkpoint its own label",
+                    format!("{label}#1"),
+                    format!("{label}#{count}")
+                )?;
+                match dropped {
+                    0 => Ok(()),
+                    n => write!(
+                        f,
+                        "; {} were not kept (keep_checkpoints or HEAPDELTA=keep=) and are not \
+                         counted",
+                        count_checkpoints(*n)
+                    ),
+                }
+            }
         }
+    }
+}
+
+/// `1 more checkpoint` / `n more checkpoints`.
+fn count_checkpoints(n: u64) -> String {
+    match n {
+        1 => "1 more checkpoint".to_string(),
+        n => format!("{n} more checkpoints"),
     }
 }
 
