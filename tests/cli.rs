@@ -757,3 +757,12 @@ fn an_output_path_need_not_be_utf8() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(out.exists());
 }
+
+#[test]
+fn run_without_arguments_it_lists_its_commands() {
+    let run = heapdelta(std::iter::empty::<&str>());
+    assert_eq!(run.code, 2);
+    for command in ["show", "diff", "flamegraph", "export"] {
+        assert!(run.stderr.contains(command), "{}", run.stderr);
+    }
+}

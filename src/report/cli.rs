@@ -37,7 +37,8 @@ use crate::snapshot::Snapshot;
 #[command(
     name = "heapdelta",
     version,
-    about = "Read, compare and convert heapdelta's snapshot and timeline files."
+    about = "Read, compare and convert heapdelta's snapshot and timeline files.",
+    arg_required_else_help = true
 )]
 struct Cli {
     #[command(subcommand)]
@@ -173,6 +174,11 @@ where
             // --help and --version
             let _ = e.print();
             return ExitCode::SUCCESS;
+        }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // No command: the help, which lists them, on stderr.
+            let _ = e.print();
+            return ExitCode::from(2);
         }
         Err(e) => {
             // clap's message up to its usage section, on one line.
