@@ -57,7 +57,7 @@ enum Command {
         top: usize,
     },
     /// Print the growth from OLD to NEW, or between two checkpoints of one timeline, largest
-    /// first.
+    /// changes first.
     Diff {
         /// The earlier snapshot (a timeline: its last checkpoint); with --from/--to, the
         /// timeline whose checkpoints they pick.
