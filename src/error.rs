@@ -46,7 +46,7 @@ pub enum Error {
     AmbiguousLabel {
         /// The label asked for.
         label: String,
-        /// How many checkpoints have it.
+        /// How many of the kept checkpoints have it.
         count: usize,
         /// Checkpoints not kept (see [`crate::keep_checkpoints`]): `label#n` counts only those
         /// kept.

@@ -1,4 +1,5 @@
-//! `Delta::table`: the growth grouped by call site, type, size class or tag, largest first.
+//! `Delta::table`: the growth grouped by call site, type, size class or tag, the largest change
+//! first.
 
 use heapdelta::By;
 

@@ -387,7 +387,7 @@ struct Remembered {
 }
 
 /// Walks a thread remembers: more than the places a loop usually allocates from in turn (about
-/// 1.8 KiB each).
+/// 1.7 KiB each).
 const REMEMBERED: usize = 32;
 
 /// What the search for a remembered walk reads of each, side by side so that it reads little:
@@ -414,8 +414,8 @@ struct Brief {
 pub struct Memo {
     walks: [Remembered; REMEMBERED],
     briefs: [Brief; REMEMBERED],
-    /// For each walk, when it was last given (`clock` then; 0: never), so that a new walk takes
-    /// the place of the one used longest ago.
+    /// For each walk, when it was last given (`clock` then; 0: never given, or its walk could not
+    /// be remembered), so that a new walk takes the place of the one used longest ago.
     used: [u64; REMEMBERED],
     /// Walks given so far.
     clock: u64,

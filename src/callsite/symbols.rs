@@ -328,8 +328,9 @@ fn is_std_name(function: &str) -> bool {
 }
 
 /// Whether `function` is a method of a primitive type: inherent (`<str>::to_lowercase`), which
-/// only the standard library can define, or of a standard-library trait (`<usize as
-/// core::fmt::Display>::fmt`), which the orphan rule leaves to it too.
+/// only the standard library can define, or of a standard-library trait without generic
+/// arguments (`<usize as core::fmt::Display>::fmt`), which the orphan rule leaves to it too (a
+/// program may implement `From<Meters>` for `f64`: a trait with arguments is not told apart).
 fn is_primitive_impl(function: &str) -> bool {
     const PRIMITIVES: &[&str] = &[
         "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
@@ -341,9 +342,11 @@ fn is_primitive_impl(function: &str) -> bool {
     PRIMITIVES.iter().any(|p| match rest.strip_prefix(p) {
         Some(after) if after.starts_with(">::") => true,
         Some(after) => after.strip_prefix(" as ").is_some_and(|t| {
+            let trait_path = t.split(">::").next().unwrap_or(t);
             ["core::", "alloc::", "std::"]
                 .iter()
-                .any(|c| t.starts_with(c))
+                .any(|c| trait_path.starts_with(c))
+                && !trait_path.contains('<')
         }),
         None => false,
     })
@@ -1107,6 +1110,7 @@ mod tests {
         }
         for user_fn in [
             "<usize as app::Weigh>::weigh",
+            "<f64 as core::convert::From<app::Meters>>::from",
             "<u8x4 as core::fmt::Display>::fmt",
             "<strand::Rope>::push",
         ] {

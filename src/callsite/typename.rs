@@ -9,11 +9,15 @@
 //! (std is built with v0 mangling, which keeps generic arguments).
 //!
 //! The scan goes outward from the allocation. The innermost frame that names a type gives a
-//! candidate (`RawVec<u8>` → a `Vec<u8>` buffer); an outer frame replaces it only when it is the
+//! candidate (`RawVec<u8>` → a `Vec<u8>` buffer); an outer frame replaces it when it is the
 //! known owner of exactly that allocation (`String` owns a `Vec<u8>` buffer, `HashMap` owns a
-//! hashbrown table, `Arc<T>` is a `Box<ArcInner<T>>` …). Any other typed frame further out is a
-//! *container of* the allocated value, not the allocation (`Vec<String>::clone` cloning one
-//! `String`), and ends the scan. When nothing determines the type: `None`, never a guess.
+//! hashbrown table, `Arc<T>` is a `Box<ArcInner<T>>` …), or when it is a method that allocates
+//! only its collection's storage (`push`, `push_back`, `reserve`, …), whose element type then
+//! wins over the frames inside it (compiled functions may be merged twins; see `derive_marked`).
+//! Any other typed frame further out is a *container of* the allocated value, not the allocation
+//! (`Vec<String>::clone` cloning one `String`), and ends the scan. When nothing determines the
+//! type: `None`. Where only a merged compiled function names it, the type can be a twin of the
+//! same layout.
 
 use super::site::Frame;
 
@@ -194,8 +198,9 @@ pub(crate) fn derive_marked(trimmed: &[Frame], inlined: &[bool]) -> Option<Strin
 }
 
 /// Whether `method` of a `kind` frame allocates nothing but the collection's own storage: it takes
-/// elements by value or no elements, and calls no code of the program's (no closure, no `Clone`),
-/// so an allocation made inside it is that storage.
+/// elements by value or no elements, and runs no code of the program's that could allocate (no
+/// closure, no `Clone`; `BinaryHeap::push` compares elements, which a program's frame inside it
+/// would show), so an allocation made inside it is that storage.
 fn owns_only_its_storage(kind: Kind, method: &str) -> bool {
     const GROWING: &[&str] = &[
         "reserve",

@@ -14,7 +14,7 @@
 //! `report=` file of `HEAPDELTA`). Where one snapshot is needed, a timeline stands for its last
 //! checkpoint; `--from`/`--to` pick the growth between two of its checkpoints instead (of several
 //! with one label, `LABEL#n` is the `n`th). Errors are one line on stderr and exit code 1 (2 for a
-//! usage error).
+//! usage error; without a command, its help on stderr and exit code 2).
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -83,7 +83,7 @@ enum Command {
         output: PathBuf,
         #[command(flatten)]
         window: Window,
-        /// Write folded stacks (`outer;inner bytes`) instead of an SVG.
+        /// Write folded stacks (`outer;…;inner;file:line;[Type] BYTES`) instead of an SVG.
         #[arg(long)]
         folded: bool,
     },
@@ -369,7 +369,8 @@ fn diff(old: &Path, new: Option<&Path>, window: &Window, by: By, top: usize) -> 
     print_out(&growth_table(&delta, by, top))
 }
 
-/// The `diff` text: the summary line, then one row per group, largest growth first.
+/// The `diff` text: the summary line, then one row per group, the largest changes first, growth
+/// or fall.
 fn growth_table(d: &Delta, by: By, top: usize) -> String {
     match comparison_note(d) {
         Some(note) => format!("{}\n{note}\n{}", d.summary(), d.table(by, top)),

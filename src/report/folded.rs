@@ -1,5 +1,5 @@
-//! Folded stacks (`outer;middle;inner 1234`, one line per call site, the value in bytes), the
-//! input of flamegraph tools, and (feature `flamegraph`) a flamegraph SVG drawn by `inferno`.
+//! Folded stacks (`outer;middle;inner;file:line;[Type] 1234`, one line per call path, the value
+//! in bytes; the site's line and type where known), the input of flamegraph tools, and (feature `flamegraph`) a flamegraph SVG drawn by `inferno`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -199,9 +199,10 @@ pub enum By {
 
 impl Delta {
     /// The growth grouped `by` call site, size class, scope tag or type, the largest changes
-    /// first (growth or fall, as tracemalloc's `compare_to`), as a table of at most `top` rows: live bytes, live blocks, then allocations (or, by tag, bytes
-    /// allocated) and the group's name, like tracemalloc's `compare_to` or pympler's summary
-    /// diff. Sampled call-site figures get a line saying they are estimates.
+    /// first (growth or fall), as a table of at most `top` rows: live bytes, live blocks, then
+    /// allocations (or, by tag, bytes allocated) and the group's name, like tracemalloc's
+    /// `compare_to` or pympler's summary diff. Sampled call-site figures get a line saying they
+    /// are estimates.
     ///
     /// ```
     /// # #[global_allocator]
@@ -489,8 +490,6 @@ fn tag_rows(d: &Delta) -> Vec<(String, i64, i64, u64)> {
     rows
 }
 
-/// A delta's sites as the text reports list them: told apart by their first frame and type
-/// (`Site::leaf`), call paths that differ further out added together, largest growth first.
 /// With exact call sites, when they do not add up to the window's change: how much they account
 /// for, and why the rest may not be theirs (a snapshot reads its totals and its sites one after
 /// the other, so other threads' events in between count in one and not the other; and blocks
@@ -521,6 +520,8 @@ fn unaccounted_line(d: &Delta, by_leaf: &[SiteDelta]) -> Option<String> {
     ))
 }
 
+/// A delta's sites as the text reports list them: told apart by their first frame and type
+/// (`Site::leaf`), call paths that differ further out added together, largest growth first.
 fn sites_by_leaf(d: &Delta) -> Vec<SiteDelta> {
     let mut merged: Vec<SiteDelta> = Vec::new();
     let mut at: HashMap<Site, usize> = HashMap::new();
