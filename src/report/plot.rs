@@ -48,9 +48,12 @@ const LABEL_GAP_PIXELS: usize = 14;
 const LABEL_CHARS: usize = 24;
 
 /// How many checkpoints can be named under the x axis, the longest label `chars` long, without
-/// two labels running into each other: from 2 to `X_LABELS`.
-fn labels_that_fit(chars: usize) -> usize {
-    let axis = (WIDTH_PIXELS - Y_LABELS_PIXELS - MARGIN_PIXELS).saturating_sub(right_margin(chars));
+/// two labels running into each other: from 2 to `X_LABELS`. With `right_axis`, a second y axis
+/// takes room on the right.
+fn labels_that_fit(chars: usize, right_axis: bool) -> usize {
+    let right = if right_axis { Y_LABELS_PIXELS } else { 0 };
+    let axis = (WIDTH_PIXELS - Y_LABELS_PIXELS - MARGIN_PIXELS - right)
+        .saturating_sub(right_margin(chars));
     (axis / (chars * LABEL_CHAR_PIXELS + LABEL_GAP_PIXELS)).clamp(2, X_LABELS)
 }
 
@@ -145,6 +148,15 @@ struct Series {
     name: String,
     colour: RGBColor,
     points: Vec<u64>,
+    /// A site's line, as opposed to a total.
+    site: bool,
+}
+
+/// Whether the sites' lines get a y axis of their own, on the right: when the largest of them
+/// stays under a quarter of the largest total, on whose scale they would lie flat (a leak of
+/// kilobytes in a heap of megabytes, the case the plot is for).
+fn sites_on_their_own_axis(totals_top: u64, sites_top: u64) -> bool {
+    sites_top > 0 && sites_top.saturating_mul(4) < totals_top
 }
 
 /// The series to draw: totals first (the peak before live, so that live is drawn over it where
@@ -156,11 +168,13 @@ fn series(t: &Timeline) -> Vec<Series> {
             name: "peak".to_string(),
             colour: RGBColor(30, 60, 200),
             points: cps.iter().map(|c| c.totals().peak_bytes).collect(),
+            site: false,
         },
         Series {
             name: "live".to_string(),
             colour: RGBColor(200, 30, 30),
             points: cps.iter().map(|c| c.totals().live_bytes).collect(),
+            site: false,
         },
     ];
     if cps.iter().any(|c| c.pool().is_some()) {
@@ -171,6 +185,7 @@ fn series(t: &Timeline) -> Vec<Series> {
                 .iter()
                 .map(|c| c.pool().map_or(0, |p| p.bytes_reserved))
                 .collect(),
+            site: false,
         });
     }
     let per_step: Vec<_> = cps.iter().map(live_by_site).collect();
@@ -200,6 +215,7 @@ fn series(t: &Timeline) -> Vec<Series> {
                 .iter()
                 .map(|m| m.get(site).copied().unwrap_or(0).max(0) as u64)
                 .collect(),
+            site: true,
         });
     }
     out
@@ -292,20 +308,34 @@ impl Timeline {
             .max()
             .unwrap_or(0);
         let series = series(self);
-        let top = series
-            .iter()
-            .flat_map(|s| s.points.iter().copied())
-            .max()
-            .unwrap_or(0)
-            // At least 16 B, so that an axis in bytes has whole ticks.
-            .max(16);
-        // The y axis counts in one binary unit, so that its round ticks are round in that unit.
+        let top_of = |sites: bool| {
+            series
+                .iter()
+                .filter(|s| s.site == sites)
+                .flat_map(|s| s.points.iter().copied())
+                .max()
+                .unwrap_or(0)
+        };
+        let (totals_top, sites_top) = (top_of(false), top_of(true));
+        let right_axis = sites_on_their_own_axis(totals_top, sites_top);
+        let top = match right_axis {
+            true => totals_top,
+            false => totals_top.max(sites_top),
+        }
+        // At least 16 B, so that an axis in bytes has whole ticks.
+        .max(16);
+        // Each y axis counts in one binary unit, so that its round ticks are round in that unit.
         let (unit, unit_name) = binary_unit(top);
+        let (site_unit, site_unit_name) = binary_unit(sites_top.max(16));
         let last_x = (cps.len() - 1).max(1) as f64;
         let mut notes = Vec::new();
+        if right_axis {
+            notes.push("the sites' lines are drawn against the right axis".to_string());
+        }
         if let Some(note) = estimates_note(cps.last().and_then(|c| c.sampled_mean)) {
             notes.push(note);
         }
+        let points = label_points(cps.len(), labels_that_fit(longest, right_axis));
 
         // The legend goes under the chart, one line per series, where it hides no data.
         let legend_lines = (series.len() + notes.len()) as u32;
@@ -322,14 +352,26 @@ impl Timeline {
             .margin_right(right_margin(longest) as u32)
             .x_label_area_size(40)
             .y_label_area_size(Y_LABELS_PIXELS as u32)
+            .right_y_label_area_size(if right_axis {
+                Y_LABELS_PIXELS as u32
+            } else {
+                0
+            })
             .build_cartesian_2d(
                 CheckpointAxis {
                     inner: (0f64..last_x).into(),
-                    points: label_points(cps.len(), labels_that_fit(longest)),
+                    points: points.clone(),
                 },
                 0f64..top as f64 / unit * 1.08,
             )
-            .map_err(plot_error)?;
+            .map_err(plot_error)?
+            .set_secondary_coord(
+                CheckpointAxis {
+                    inner: (0f64..last_x).into(),
+                    points,
+                },
+                0f64..sites_top.max(16) as f64 / site_unit * 1.08,
+            );
         let x_label = |x: &f64| {
             let i = x.round();
             if (x - i).abs() > 1e-6 || i < 0.0 {
@@ -346,24 +388,36 @@ impl Timeline {
             .y_desc("bytes")
             .draw()
             .map_err(plot_error)?;
+        if right_axis {
+            let site_label = |y: &f64| format!("{} {site_unit_name}", round_number(*y));
+            chart
+                .configure_secondary_axes()
+                .y_label_formatter(&site_label)
+                .y_desc("bytes of the sites")
+                .draw()
+                .map_err(plot_error)?;
+        }
         for s in &series {
+            let secondary = s.site && right_axis;
+            let scale = if secondary { site_unit } else { unit };
             let points: Vec<(f64, f64)> = s
                 .points
                 .iter()
                 .enumerate()
-                .map(|(i, &v)| (i as f64, v as f64 / unit))
+                .map(|(i, &v)| (i as f64, v as f64 / scale))
                 .collect();
             let colour = s.colour;
-            chart
-                .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
-                .map_err(plot_error)?;
-            chart
-                .draw_series(
-                    points
-                        .into_iter()
-                        .map(|p| Circle::new(p, 3, colour.filled())),
-                )
-                .map_err(plot_error)?;
+            let line = LineSeries::new(points.clone(), colour.stroke_width(2));
+            let dots = points
+                .into_iter()
+                .map(move |p| Circle::new(p, 3, colour.filled()));
+            if secondary {
+                chart.draw_secondary_series(line).map_err(plot_error)?;
+                chart.draw_secondary_series(dots).map_err(plot_error)?;
+            } else {
+                chart.draw_series(line).map_err(plot_error)?;
+                chart.draw_series(dots).map_err(plot_error)?;
+            }
         }
         let font = ("sans-serif", 14).into_font();
         for (i, s) in series.iter().enumerate() {
@@ -437,16 +491,16 @@ mod tests {
 
     #[test]
     fn the_longer_the_labels_the_fewer_checkpoints_are_named() {
-        assert_eq!(labels_that_fit("step 12".len()), X_LABELS);
-        assert_eq!(labels_that_fit("iteration number 28".len()), 5);
-        assert_eq!(labels_that_fit(LABEL_CHARS), 4);
-        assert_eq!(labels_that_fit(500), 2);
+        assert_eq!(labels_that_fit("step 12".len(), false), X_LABELS);
+        assert_eq!(labels_that_fit("iteration number 28".len(), false), 5);
+        assert_eq!(labels_that_fit(LABEL_CHARS, false), 4);
+        assert_eq!(labels_that_fit(500, false), 2);
         assert_eq!(right_margin("#1".len()), MARGIN_PIXELS);
         assert_eq!(
             right_margin(LABEL_CHARS),
             LABEL_CHARS * LABEL_CHAR_PIXELS / 2
         );
-        let points = label_points(300, labels_that_fit(19));
+        let points = label_points(300, labels_that_fit(19, false));
         assert_eq!(points, [0.0, 75.0, 150.0, 299.0]);
     }
 
@@ -493,6 +547,59 @@ mod tests {
         assert_eq!(round_number(0.25), "0.25");
         assert_eq!(round_number(3.0), "3");
         assert_eq!(round_number(0.0), "0");
+    }
+
+    #[test]
+    fn sites_get_their_own_axis_when_they_would_lie_flat_on_the_totals() {
+        assert!(sites_on_their_own_axis(80 << 20, 97 << 10));
+        assert!(!sites_on_their_own_axis(100, 40));
+        assert!(!sites_on_their_own_axis(100, 0));
+    }
+
+    #[test]
+    fn a_right_axis_leaves_room_for_fewer_labels() {
+        assert_eq!(
+            (labels_that_fit(10, false), labels_that_fit(10, true)),
+            (10, 9)
+        );
+    }
+
+    /// The SVG of four checkpoints holding `total` live bytes, with one site growing by 8 bytes
+    /// a step.
+    fn plot_of_a_small_site_in(total: u64) -> String {
+        use crate::snapshot::{SiteCount, SiteList, Snapshot};
+        let checkpoints = (0..4u32)
+            .map(|epoch| {
+                let mut s = Snapshot::zero();
+                s.epoch = epoch;
+                s.checkpoint = true;
+                s.label = Some(format!("step {epoch}"));
+                s.totals.live_bytes = total;
+                s.totals.peak_bytes = total;
+                let site = site("app::remember", 7, "Vec<u8>");
+                s.sites = SiteList::new(vec![SiteCount {
+                    site: Some(site),
+                    ..SiteCount::live(1, u64::from(epoch))
+                }]);
+                s
+            })
+            .collect();
+        let mut svg = String::new();
+        Timeline::new(checkpoints).draw(&mut svg).unwrap();
+        svg
+    }
+
+    #[test]
+    fn a_site_small_beside_the_heap_is_drawn_against_an_axis_of_its_own() {
+        let svg = plot_of_a_small_site_in(80 << 20);
+        assert!(svg.contains("bytes of the sites"), "{svg}");
+        assert!(svg.contains("drawn against the right axis"));
+    }
+
+    #[test]
+    fn a_site_as_large_as_the_heap_shares_its_axis() {
+        let svg = plot_of_a_small_site_in(32);
+        assert!(!svg.contains("bytes of the sites"), "{svg}");
     }
 
     #[test]
