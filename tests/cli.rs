@@ -766,3 +766,25 @@ fn run_without_arguments_it_lists_its_commands() {
         assert!(run.stderr.contains(command), "{}", run.stderr);
     }
 }
+
+#[test]
+fn a_diff_of_two_unlabelled_snapshot_files_is_headed_by_their_names() {
+    let dir = common::temp_dir("diff_unlabelled");
+    let unlabelled = |steps: u64| {
+        let text = common::snapshot_file_at(steps);
+        let labelled = format!("\"label\":\"step {steps}\"");
+        assert!(text.contains(&labelled), "{text}");
+        text.replace(&labelled, "\"label\":null")
+    };
+    let (old, new) = (dir.join("before.json"), dir.join("after.json"));
+    std::fs::write(&old, unlabelled(1)).unwrap();
+    std::fs::write(&new, unlabelled(4)).unwrap();
+    let run = heapdelta(["diff", arg(&old), arg(&new)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("| before.json \u{2192} after.json |"),
+        "{}",
+        run.stdout
+    );
+}

@@ -283,6 +283,17 @@ fn read_snapshot(path: &Path) -> Result<Snapshot, Failure> {
     }
 }
 
+/// `s`, labelled with the name of the file it was read from if it has no label of its own, so
+/// that a diff of two such files names them (`| before.json → after.json |`) rather than `now`.
+fn named_by_file(mut s: Snapshot, path: &Path) -> Snapshot {
+    if s.label.is_none() {
+        s.label = path
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned());
+    }
+    s
+}
+
 /// What a flamegraph or an export shows: live bytes of one snapshot, or growth.
 enum Selection {
     Live(Snapshot),
@@ -359,8 +370,8 @@ fn describe(s: &Snapshot, top: usize) -> String {
 fn diff(old: &Path, new: Option<&Path>, window: &Window, by: By, top: usize) -> Outcome {
     let delta = match (new, &window.from, &window.to) {
         (Some(new), _, _) => {
-            let before = read_snapshot(old)?;
-            read_snapshot(new)?.since(&before)
+            let before = named_by_file(read_snapshot(old)?, old);
+            named_by_file(read_snapshot(new)?, new).since(&before)
         }
         (None, Some(from), Some(to)) => growth_between(old, from, to)?,
         // The parser asks for NEW unless --from is given, and --from needs --to.
