@@ -270,11 +270,20 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
 /// Runs `f` and returns what the calling thread allocated and freed meanwhile (other threads'
 /// allocations are not counted, so this is safe inside tests that run in parallel).
 ///
+/// What counts is the thread an event happens on, whoever allocated the block. So for code that
+/// hands blocks to other threads the delta tells only this thread's side: a block the caller
+/// allocates and a spawned thread frees (the thread's own start-up state, a message sent on a
+/// channel) stays live in it, and a block a worker allocates and the caller drops (a result
+/// received) counts as a fall, which can hide a leak made on a worker. For such code, compare
+/// what `f` leaves at its sites (`sites()`), or take [`snapshot`]s with nothing else running.
+///
 /// A thread counts into a slot of its own; when all 255 are taken by live threads, later threads
 /// share one, and `measure` on such a thread also sees the other sharing threads' events.
 ///
 /// The delta has no process totals ([`Delta::totals`] is `None`) and no survivors. Without a
-/// [`Tracker`](crate::Tracker) installed, `f` still runs and the delta is all zeros.
+/// [`Tracker`](crate::Tracker) installed, `f` still runs, the delta is all zeros, and a hint says
+/// so once on stderr, as the other queries do (a test file whose binary lacks the
+/// `#[global_allocator]` lines would otherwise pass "allocates nothing" checks).
 ///
 /// ```
 /// # #[global_allocator]
@@ -286,6 +295,7 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
 /// # }
 /// ```
 pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
+    hint_if_not_installed();
     let Some(slot) = crate::is_installed().then(thread::own_slot).flatten() else {
         let r = f();
         return (

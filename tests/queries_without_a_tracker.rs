@@ -6,10 +6,14 @@ use std::process::Command;
 /// Set in the child (see `the_child`).
 const CHILD: &str = "HEAPDELTA_TEST_NO_TRACKER_CHILD";
 
-/// In the child: the three queries, twice each.
+/// In the child: the three queries, twice each, or (`CHILD=measure`) only `measure`.
 #[test]
 fn the_child() {
-    if std::env::var_os(CHILD).is_some() {
+    if std::env::var_os(CHILD).is_some_and(|v| v == "measure") {
+        let (kept, d) = heapdelta::measure(|| vec![0u8; 4096]);
+        assert_eq!(d.allocated_blocks(), 0);
+        drop(kept);
+    } else if std::env::var_os(CHILD).is_some() {
         for step in 1..=2 {
             let delta = heapdelta::checkpoint(format!("step {step}"));
             assert_eq!(delta.live_bytes(), 0);
@@ -19,12 +23,12 @@ fn the_child() {
     }
 }
 
-/// The child's stderr, run with `HEAPDELTA` set to `heapdelta` if given.
-fn child_stderr(heapdelta: Option<&str>) -> String {
+/// The child's stderr, run with `HEAPDELTA` set to `heapdelta` if given, in mode `mode`.
+fn child_stderr_in(mode: &str, heapdelta: Option<&str>) -> String {
     let mut child = Command::new(std::env::current_exe().expect("the test binary"));
     child
         .args(["the_child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
+        .env(CHILD, mode)
         .env_remove("HEAPDELTA");
     if let Some(value) = heapdelta {
         child.env("HEAPDELTA", value);
@@ -32,6 +36,20 @@ fn child_stderr(heapdelta: Option<&str>) -> String {
     let out = child.output().expect("the child runs");
     assert!(out.status.success(), "{out:?}");
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The child's stderr after the three queries.
+fn child_stderr(heapdelta: Option<&str>) -> String {
+    child_stderr_in("1", heapdelta)
+}
+
+#[test]
+fn measure_without_a_tracker_says_that_nothing_is_counted() {
+    let stderr = child_stderr_in("measure", None);
+    assert!(
+        stderr.contains("no heapdelta::Tracker is the global allocator"),
+        "{stderr}"
+    );
 }
 
 #[test]
