@@ -11,10 +11,14 @@
 //!   do not wait on one another, that every one of those records still holds what the walk read
 //!   there ([`same_chain`]). If so, a walk would return that very stack, and its id is reused
 //!   without walking: the walk's loads each wait for the one before, so it costs several times as
-//!   much.
-//! - **Recent stacks.** Otherwise the stack is walked, and looked up among the last eight
-//!   distinct stacks by hash and a compare of every word, before the shared intern table, which
-//!   costs three dependent loads into a large table and a compare (about 15 ns).
+//!   much. When the guess is wrong (or was never sure: places taking no turns), the recent stack
+//!   that starts at the same frame and whose first return address is the one found there now is
+//!   checked the same way ([`StackBuffer::replay`]), so allocations from many places in no order
+//!   are replayed too.
+//! - **Recent stacks.** Otherwise the stack is walked, and looked up among the last 32 distinct
+//!   stacks by 32 bits of its hash (all compared at once) and a compare of every word, before the
+//!   shared intern table, which costs three dependent loads into a large table and a compare
+//!   (about 15 ns), and the entry it then takes the copy of the stack.
 //!
 //! Matches are exact either way: a site id is only reused for a stack equal to its own in every
 //! word.
@@ -44,12 +48,36 @@ pub fn live_buffers() -> usize {
 /// Most return addresses a capture keeps.
 pub(crate) const STACK_WORDS: usize = 64;
 
-/// Distinct recent stacks remembered per thread.
-const RECENT: usize = 8;
+/// Distinct recent stacks remembered per thread: as many hot places as a program allocates from
+/// in a loop, in turn (then replayed) or in no order (then found by their tags, `entry_of`).
+const RECENT: usize = 32;
+const _: () = assert!(RECENT <= 64, "`entry_of` gathers matching tags in a u64");
+
+/// The part of a stack's `intern::hash_stack` that `StackBuffer::tags` keeps: never 0, the tag
+/// of an empty entry. Thirty-two bits, which a compare of four at once covers.
+fn tag_of(hash: u64) -> u32 {
+    (hash >> 32) as u32 | 1
+}
+
+/// The key `StackBuffer::keys` keeps for a replayable entry: 32 bits mixed from the frame record
+/// its walk started at and the return address read there first. Never 0, the key of an entry
+/// that is not replayable.
+fn key_of(start: usize, first: usize) -> u32 {
+    let mixed = (first ^ start.rotate_left(29)) as u64;
+    (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32 | 1
+}
+
+/// The entries among `RECENT` whose value in `column` is `value`, as a mask (bit `i`: entry `i`),
+/// built without a branch: the compiler compares several values at once.
+fn matching(column: &[u32; RECENT], value: u32) -> u64 {
+    column
+        .iter()
+        .enumerate()
+        .fold(0u64, |m, (i, &v)| m | u64::from(v == value) << i)
+}
 
 /// A recently captured stack and its site id (`id == 0`: the entry is empty).
 struct Recent {
-    hash: u64,
     n: usize,
     id: SiteId,
     /// Whether `records` and the saved frame pointers in `frames` are those of the walk that last
@@ -65,13 +93,21 @@ struct Recent {
     records: [usize; STACK_WORDS],
 }
 
-/// A thread's capture buffer, about 14 KiB, allocated on the thread's first capture (`allocate`).
+/// A thread's capture buffer, about 50 KiB, allocated on the thread's first capture (`allocate`);
+/// its pages are touched as its entries are first used.
 pub(crate) struct StackBuffer {
     /// Return addresses of the capture in progress.
     words: [usize; STACK_WORDS],
     /// The frame records they were read from (see `capture_recorded`).
     records: [usize; STACK_WORDS + 1],
     recent: [Recent; RECENT],
+    /// Each entry's `tag_of` its stack's hash (0: the entry is empty), apart from the entries so
+    /// that a lookup compares them all in a few instructions and reads only the entries that
+    /// match, where reading every entry cost a cache line each.
+    tags: [u32; RECENT],
+    /// Each replayable entry's `key_of` where its walk started and the first return address it
+    /// read (0: not replayable), for `replay_keyed`, kept apart from the entries as `tags` is.
+    keys: [u32; RECENT],
     /// The entry of `recent` the next new stack replaces.
     next: usize,
     /// The entry of `recent` holding the last captured stack (`RECENT`: none yet).
@@ -97,7 +133,6 @@ impl StackBuffer {
             records: [0; STACK_WORDS + 1],
             recent: [const {
                 Recent {
-                    hash: 0,
                     n: 0,
                     id: 0,
                     replayable: false,
@@ -107,6 +142,8 @@ impl StackBuffer {
                     records: [0; STACK_WORDS],
                 }
             }; RECENT],
+            tags: [0; RECENT],
+            keys: [0; RECENT],
             next: 0,
             current: RECENT,
             after: [RECENT; RECENT],
@@ -120,7 +157,7 @@ impl StackBuffer {
     pub(crate) fn allocate() -> *mut StackBuffer {
         let layout = Layout::new::<StackBuffer>();
         // Zeroed, then only the fields whose empty value is not zero are written: a buffer built
-        // as a value would take 14 KiB of the thread's stack, twice over in a debug build, inside
+        // as a value would take 50 KiB of the thread's stack, twice over in a debug build, inside
         // the allocator.
         // SAFETY: the layout has a non-zero size.
         let buffer = unsafe { System.alloc_zeroed(layout) }.cast::<StackBuffer>();
@@ -186,16 +223,16 @@ impl StackBuffer {
             return site;
         }
         let (i, seen) = self.entry_of(c.n, c.hash);
-        // A stack is made replayable when it comes again after the same stack as the time before,
-        // as the guess will be checked once it holds twice: copying the records of a stack in no
-        // particular order, or one that never comes back (a program allocating from more places
-        // than there are entries), would only cost.
-        let again = seen && self.after.get(self.current) == Some(&i);
-        if let (true, Some(r)) = (again, self.recent.get_mut(i)) {
-            r.replayable = c.recorded;
+        // A stack is made replayable when it comes again, whether after the same stack as the time
+        // before (then the guess finds it) or not (then `replay_keyed` does): copying the records
+        // of a stack that never comes back (a program allocating from more places than there are
+        // entries) would only cost.
+        if let (true, Some(r), Some(key)) = (seen, self.recent.get_mut(i), self.keys.get_mut(i)) {
+            r.replayable = c.recorded && c.n > 0;
             r.depth = depth;
             r.trusted_end = c.trusted_end;
-            if c.recorded {
+            *key = 0;
+            if r.replayable {
                 // Each record held the address of the next one; the last, where the walk stopped.
                 let saved = self.records.iter().skip(1);
                 for ((frame, record), (&at, &next)) in r
@@ -208,6 +245,7 @@ impl StackBuffer {
                     frame[0] = next;
                     *record = at;
                 }
+                *key = key_of(r.records[0], r.frames[0][1]);
             }
         }
         let site = self.follow(i);
@@ -233,18 +271,63 @@ impl StackBuffer {
         unsafe { memo.as_mut() }
     }
 
-    /// The site id `capture_site(start, depth)` would return, without walking the stack, when
-    /// the stack is the recent one guessed to come next and its frame records show it is still
-    /// there; `None` otherwise (then `capture_site` must run). Neither allocates nor calls out.
+    /// The site id `capture_site(start, depth)` would return, without walking the stack, when a
+    /// recent stack's frame records show that a walk from `start` would read them again: first
+    /// the stack guessed to come next, then (out of line) the one found by where it starts and
+    /// its first return address (`replay_keyed`). `None` otherwise (then `capture_site` must
+    /// run). Neither allocates nor calls out.
+    ///
+    /// `start` must be 0 or the current [`start_here`](super::capture::start_here) of the
+    /// function this is inlined into.
     #[inline(always)]
     pub(crate) fn replay(&mut self, start: usize, depth: usize) -> Option<SiteId> {
-        let depth = depth.min(STACK_WORDS);
-        if !self.sure.get(self.current).copied().unwrap_or(false) {
+        if start == 0 {
             return None;
         }
-        let i = *self.after.get(self.current)?;
+        let depth = depth.min(STACK_WORDS);
+        if self.sure.get(self.current).copied().unwrap_or(false) {
+            let i = *self.after.get(self.current)?;
+            if let Some(id) = self.replay_entry(i, start, depth) {
+                self.current = i;
+                return Some(id);
+            }
+        }
+        self.replay_keyed(start, depth)
+    }
+
+    /// `replay` when the guess does not hold: the replayable entries whose walk started at
+    /// `start` and first read the return address found there now (`keys`), checked in full.
+    /// Out of line: places taking turns never reach it, and the walk it spares costs more than
+    /// the call.
+    ///
+    /// `start` must be the current `start_here` of the function `replay` is inlined into (this
+    /// function's caller), never 0.
+    #[inline(never)]
+    fn replay_keyed(&mut self, start: usize, depth: usize) -> Option<SiteId> {
+        // SAFETY: `start` is the frame record of the calling function (the caller's contract):
+        // aligned, in this thread's stack, and live while this runs; its second word is the
+        // return address into that function's caller, the first word a walk from it reads.
+        let first = unsafe { (start as *const [usize; 2]).read() }[1];
+        let mut found = matching(&self.keys, key_of(start, first));
+        while found != 0 {
+            let i = found.trailing_zeros() as usize;
+            found &= found - 1;
+            if let Some(id) = self.replay_entry(i, start, depth) {
+                self.follow(i);
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    /// The site id of entry `i` when it is replayable from `start` at `depth` and its frame
+    /// records show a walk from `start` would read them again (see `same_chain`).
+    ///
+    /// `start` must be the current `start_here` of the function `replay` is inlined into, never 0.
+    #[inline(always)]
+    fn replay_entry(&self, i: usize, start: usize, depth: usize) -> Option<SiteId> {
         let r = self.recent.get(i)?;
-        if !(r.replayable && r.id != 0 && r.depth == depth && start != 0) {
+        if !(r.replayable && r.id != 0 && r.depth == depth) {
             return None;
         }
         let (records, frames) = (r.records.get(..r.n)?, r.frames.get(..r.n)?);
@@ -254,12 +337,9 @@ impl StackBuffer {
             return None;
         }
         // SAFETY: a replayable entry's records are frame records a walk read on this thread (the
-        // buffer is thread-local), and the first is the frame this capture starts from.
-        if !unsafe { same_chain(records, frames) } {
-            return None;
-        }
-        self.current = i;
-        Some(r.id)
+        // buffer is thread-local), and the first is the frame this capture starts from (checked
+        // above against `start`, which the callers' contract makes the current one).
+        unsafe { same_chain(records, frames) }.then_some(r.id)
     }
 
     /// Without frame pointers: the site id `capture_site(0, depth, Some(regs))` would return,
@@ -293,24 +373,32 @@ impl StackBuffer {
     /// with its id from the shared table, not replayable.
     fn entry_of(&mut self, n: usize, hash: u64) -> (usize, bool) {
         let stack = self.words.get(..n).unwrap_or(&[]);
-        let found = self.recent.iter().position(|r| {
-            r.id != 0
-                && r.hash == hash
-                && r.n == n
-                // Every word, without early exit: short stacks, and no call to `bcmp`.
-                && r.frames.iter().zip(stack).fold(0, |diff, (f, w)| diff | (f[1] ^ w)) == 0
-        });
-        if let Some(i) = found {
-            return (i, true);
+        // The entries whose tag matches, as a mask built without a branch (the compiler compares
+        // four tags at once; an empty entry's 0 is no stack's tag), then those entries' stacks.
+        let mut matches = matching(&self.tags, tag_of(hash));
+        while matches != 0 {
+            let i = matches.trailing_zeros() as usize;
+            matches &= matches - 1;
+            let same = self.recent.get(i).is_some_and(|r| {
+                r.n == n
+                    // Every word, without early exit: short stacks, and no call to `bcmp`.
+                    && r.frames.iter().zip(stack).fold(0, |diff, (f, w)| diff | (f[1] ^ w)) == 0
+            });
+            if same {
+                return (i, true);
+            }
         }
         let id = intern_hashed(stack, hash);
         let i = self.next;
         self.next = (self.next + 1) % RECENT;
+        if let (Some(t), Some(k)) = (self.tags.get_mut(i), self.keys.get_mut(i)) {
+            *t = tag_of(hash);
+            *k = 0;
+        }
         if let Some(r) = self.recent.get_mut(i) {
             for (frame, &word) in r.frames.iter_mut().zip(stack) {
                 frame[1] = word;
             }
-            r.hash = hash;
             r.n = n;
             r.id = id;
             r.replayable = false;
@@ -377,6 +465,16 @@ mod tests {
         let (i, seen) = buf.entry_of(2, hash_stack(&a));
         assert!(!seen);
         assert_ne!(buf.follow(i), id_a);
+    }
+
+    #[test]
+    fn a_stack_is_not_taken_for_an_empty_entry_whatever_its_hash() {
+        let mut buf = StackBuffer::new();
+        // A hash whose upper half is 0, as an empty entry's tag is: the empty stack of the same
+        // length as the empty entries must still be looked up, not found there with no id.
+        let (i, seen) = buf.entry_of(0, 5);
+        assert!(!seen);
+        assert_ne!(buf.follow(i), 0);
     }
 
     #[test]
@@ -509,27 +607,91 @@ mod tests {
         let turns = alternating(7);
         let replayed = captures_match_walks(&mut buf, &turns);
         // The leaf's own frame record is the same for both callers; the ones further out are not.
-        // A stack is replayable once seen twice, and a guess is checked once it held twice.
-        assert_eq!(replayed, [false, false, false, false, false, true, true]);
+        // A stack is replayable once seen twice; the fifth capture, before the guess is sure, is
+        // found by where it starts and its first return address, the later ones as guessed.
+        assert_eq!(replayed, [false, false, false, false, true, true, true]);
     }
 
     #[test]
-    fn a_wrong_guess_is_not_replayed() {
+    fn a_stack_the_guess_misses_is_found_by_where_it_starts() {
         if no_frame_records_to_test() {
             return;
         }
         // Once the turns are learnt, the guess after `first` is `second` and the other way round;
-        // breaking the turns makes a guess wrong, and the frame records further out tell.
+        // breaking the turns makes a guess wrong, and the frame records further out tell. The
+        // stack that does come is then found by its start and first return address, and every
+        // site is still the one a walk finds (`captures_in_steps` checks each).
         let mut buf = StackBuffer::new();
         let (f, s): (Caller, Caller) = (first_caller, second_caller);
         let mut order = alternating(7);
         order.extend([(f, 32), (s, 32), (s, 32)]);
         let replayed = captures_match_walks(&mut buf, &order);
-        // The eighth and tenth captures are made where the guess is wrong.
         assert_eq!(
             replayed,
-            [false, false, false, false, false, true, true, false, false, false]
+            [false, false, false, false, true, true, true, true, true, true]
         );
+    }
+
+    /// Code of its own (its depth through `black_box`), so that it is not merged with the other
+    /// callers.
+    #[inline(never)]
+    fn third_caller(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
+        let r = capture_in_leaf(buf, black_box(depth));
+        black_box(r)
+    }
+
+    #[test]
+    fn stacks_in_no_order_are_replayed_once_each_came_twice() {
+        if no_frame_records_to_test() {
+            return;
+        }
+        let callers: [Caller; 3] = [first_caller, second_caller, third_caller];
+        // An order without turns (xorshift), the same in every run.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut seen = [0; 3];
+        let mut order = Vec::new();
+        let mut expected = Vec::new();
+        for _ in 0..60 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let c = (x % 3) as usize;
+            order.push((callers[c], 32));
+            // A stack is walked the first two times it comes (the second makes it replayable).
+            expected.push(seen[c] >= 2);
+            seen[c] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 2), "{seen:?}");
+        let mut buf = StackBuffer::new();
+        assert_eq!(captures_match_walks(&mut buf, &order), expected);
+    }
+
+    #[inline(never)]
+    fn first_caller_from_a(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
+        let r = first_caller(black_box(buf), depth);
+        black_box(r)
+    }
+
+    /// Code of its own (its depth through `black_box`), so that it is not merged with `_from_a`.
+    #[inline(never)]
+    fn first_caller_from_b(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
+        let r = first_caller(buf, black_box(depth));
+        black_box(r)
+    }
+
+    #[test]
+    fn stacks_that_part_further_out_are_told_apart_when_found_by_where_they_start() {
+        if no_frame_records_to_test() {
+            return;
+        }
+        // Both reach the leaf through `first_caller`: the same start and first return address,
+        // another frame further out, so both entries match the key and the full check picks one.
+        let (a, b): (Caller, Caller) = (first_caller_from_a, first_caller_from_b);
+        let order = [a, a, b, b, a, b, b, a, a, b, a, b].map(|c| (c, 32));
+        let mut buf = StackBuffer::new();
+        let replayed = captures_match_walks(&mut buf, &order);
+        assert_eq!(&replayed[..4], [false, false, false, false]);
+        assert!(replayed[4..].iter().all(|&r| r), "{replayed:?}");
     }
 
     #[test]
@@ -540,10 +702,10 @@ mod tests {
         let mut buf = StackBuffer::new();
         let f: Caller = first_caller;
         // The fourth capture starts from the same frame as the third, on the same chain: only the
-        // depth differs.
+        // depth differs. The last is of the first depth again, whose stack is still replayable.
         let depths = [(f, 32), (f, 32), (f, 32), (f, 2), (f, 2), (f, 2), (f, 32)];
         let replayed = captures_match_walks(&mut buf, &depths);
-        assert_eq!(replayed, [false, false, true, false, false, true, false]);
+        assert_eq!(replayed, [false, false, true, false, false, true, true]);
     }
 
     #[test]
