@@ -7,9 +7,9 @@
 //!   so exact call sites never see the same stack twice in a row, as in most programs;
 //! - `small_churn_8sites`: from eight functions in turn, as many places as a thread's capture
 //!   buffer remembers;
-//! - `small_churn_16sites_random`: from sixteen functions in no particular order, more places than
-//!   the buffer remembers: with frame pointers, the case where remembering costs and never pays
-//!   (without them, the unwinder's 32 remembered walks hold all sixteen);
+//! - `small_churn_16sites_random`: from sixteen functions in no particular order, so that the
+//!   guess of which stack comes next fails: with frame pointers each stack is then found by where
+//!   its walk starts (without them, among the unwinder's 32 remembered walks);
 //! - `growth`: a leaking loop: each op keeps a 64-B block and allocates and frees a temporary of
 //!   8–1,024 B, starting from the process's peak, so about a third of the temporaries reach a new
 //!   peak (the others stay below recent, larger ones).
