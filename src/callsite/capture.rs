@@ -289,8 +289,9 @@ pub fn still_chain_end(record: usize) -> bool {
 ///
 /// # Safety
 /// Every address in `records` must be a frame record that a walk ([`capture_recorded`]) read on
-/// the calling thread, and `records[0]` the current [`start_here`] of the calling function: the
-/// records then lie in this thread's stack, at or above the current frame. (Unlike a walk, this
+/// the calling thread, and `records[0]` the current [`start_here`] of the calling function or of
+/// a function it was called from (a live frame): the records then lie in this thread's stack, at
+/// or above that frame. (Unlike a walk, this
 /// reads every record even past one that differs; they all lie between the current frame and the
 /// top of the stack the walk checked them against. A program that switches stacks inside the
 /// thread's own stack mapping, and unmaps part of it, is beyond what either can check.)
@@ -609,6 +610,24 @@ pub(crate) fn stack_bounds() -> (usize, usize) {
         .unwrap_or((0, 0))
 }
 
+/// Whether a frame record may be read at `record` on the calling thread, as a frame-pointer walk
+/// checks before each read: aligned and inside the thread's stack. `false` while the thread's
+/// bounds are not cached yet (before its first walk; nothing is asked of libc here), and on
+/// targets without frame-pointer walks.
+#[inline]
+pub(crate) fn frame_record_readable(record: usize) -> bool {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        let bounds = STACK_BOUNDS.try_with(Cell::get).unwrap_or((0, 0));
+        bounds.1 != 0 && fp::record_in_bounds(record, bounds)
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = record;
+        false
+    }
+}
+
 /// Asks libc for the thread's stack bounds and caches them (once per thread).
 #[cold]
 fn fill_stack_bounds(cell: &Cell<(usize, usize)>) -> (usize, usize) {
@@ -695,7 +714,7 @@ mod fp {
 
     /// Whether a frame record may be read at `fp`: aligned and entirely inside `[low, high)`.
     #[inline(always)]
-    fn record_in_bounds(fp: usize, (low, high): (usize, usize)) -> bool {
+    pub(super) fn record_in_bounds(fp: usize, (low, high): (usize, usize)) -> bool {
         fp.is_multiple_of(FRAME_ALIGN)
             && fp >= low
             && fp < high.saturating_sub(2 * std::mem::size_of::<usize>())
