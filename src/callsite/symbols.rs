@@ -255,7 +255,12 @@ const RUNTIME_NAMES: &[&str] = &[
     "thread_start",
 ];
 
-/// Path prefixes of std's names when there is no file (no debug information).
+/// Prefixes of the unwinder's and the C library's internal functions (libgcc's `_Unwind_Backtrace`,
+/// glibc's `__GI___dl_iterate_phdr`), whatever file their debug information gives (`./elf/…`).
+const RUNTIME_PREFIXES: &[&str] = &["_Unwind_", "__GI_", "_dl_", "__libc_"];
+
+/// Path prefixes of std's names when there is no file (no debug information): its own crates and
+/// those it vendors (a panic's backtrace is symbolised with std's copies of gimli and addr2line).
 const STD_NAME_PREFIXES: &[&str] = &[
     "std::",
     "core::",
@@ -265,6 +270,16 @@ const STD_NAME_PREFIXES: &[&str] = &[
     "<alloc::",
     "hashbrown::",
     "<hashbrown::",
+    "gimli::",
+    "<gimli::",
+    "addr2line::",
+    "<addr2line::",
+    "miniz_oxide::",
+    "<miniz_oxide::",
+    "rustc_demangle::",
+    "<rustc_demangle::",
+    "object::",
+    "<object::",
     "<&",
     "<[",
     "<(",
@@ -275,6 +290,7 @@ fn origin(function: &str, file: Option<&str>, line: Option<u32>, own_dir: &str) 
     let bare = function.strip_prefix("__rustc::").unwrap_or(function);
     // (Before the shims: `__rust_begin_short_backtrace` starts as they do.)
     if RUNTIME_NAMES.contains(&function)
+        || RUNTIME_PREFIXES.iter().any(|p| function.starts_with(p))
         || function.contains("lang_start")
         || function.starts_with("__rust_begin_short_backtrace")
     {
@@ -330,7 +346,29 @@ fn dependency_path(path: &str) -> Option<&str> {
 }
 
 fn is_std_name(function: &str) -> bool {
-    STD_NAME_PREFIXES.iter().any(|p| function.starts_with(p)) || is_primitive_impl(function)
+    STD_NAME_PREFIXES.iter().any(|p| function.starts_with(p))
+        || is_primitive_impl(function)
+        || is_blanket_std_impl(function)
+}
+
+/// Whether `function` is a method of a standard-library trait implemented for a bare type
+/// parameter (`<T as alloc::vec::spec_from_elem::SpecFromElem>::from_elem`): such a blanket
+/// implementation can only be written in the trait's own crate. Parameters are told by their
+/// name, a capital letter, as rustc's symbols print them (`T`, `A`, `I`).
+fn is_blanket_std_impl(function: &str) -> bool {
+    let Some((param, rest)) = function
+        .strip_prefix('<')
+        .and_then(|f| f.split_once(" as "))
+    else {
+        return false;
+    };
+    let mut chars = param.chars();
+    let is_param =
+        chars.next().is_some_and(|c| c.is_ascii_uppercase()) && chars.all(|c| c.is_ascii_digit());
+    is_param
+        && ["core::", "alloc::", "std::"]
+            .iter()
+            .any(|c| rest.starts_with(c))
 }
 
 /// Whether `function` is a method of a primitive type: inherent (`<str>::to_lowercase`), which
@@ -625,6 +663,81 @@ mod tests {
         frames[0].frame.file = Some("/work/heapdelta/src/tracker.rs".into());
         program_frames_of_merged_code(&mut frames);
         assert_eq!(frames[0].origin, Origin::User);
+    }
+
+    #[test]
+    fn the_unwinder_and_libc_internals_are_the_runtime_whatever_their_file() {
+        let own = "/x/";
+        assert_eq!(
+            origin("_Unwind_Backtrace", None, None, own),
+            Origin::Runtime
+        );
+        assert_eq!(
+            origin(
+                "__GI___dl_iterate_phdr",
+                Some("./elf/dl-iteratephdr.c"),
+                Some(74),
+                own
+            ),
+            Origin::Runtime
+        );
+    }
+
+    #[test]
+    fn the_crates_std_vendors_are_stds_without_debug_information() {
+        for f in [
+            "gimli::read::abbrev::Attributes::push",
+            "addr2line::line::path_push",
+            "<gimli::read::abbrev::Abbreviations>::insert",
+        ] {
+            assert_eq!(origin(f, None, None, "/x/"), Origin::Std, "{f}");
+        }
+    }
+
+    #[test]
+    fn a_std_trait_implemented_for_a_bare_type_parameter_is_stds() {
+        let blanket = "<T as alloc::vec::spec_from_elem::SpecFromElem>::from_elem";
+        assert_eq!(origin(blanket, None, None, "/x/"), Origin::Std);
+        // A type of the program's that implements a std trait stays the program's.
+        let own_type = "<Record as core::clone::Clone>::clone";
+        assert_eq!(origin(own_type, None, None, "/x/"), Origin::User);
+    }
+
+    #[test]
+    fn allocations_of_a_panics_backtrace_are_named_after_the_line_that_panicked() {
+        // Frames of a caught panic whose hook printed a backtrace (RUST_BACKTRACE=1; a user
+        // trial: 140,000 allocations were named after gimli, addr2line and _Unwind_Backtrace).
+        let std = |f: &str| raw(f, Some(&format!("{STD}/std/src/panicking.rs")), 1);
+        let bare = |f: &str| RawFrame {
+            inlined: false,
+            origin: origin(f, None, None, "/work/heapdelta/src/"),
+            frame: Frame {
+                function: f.to_string(),
+                file: None,
+                line: None,
+            },
+        };
+        let app = |f: &str, line| raw(f, Some("/home/u/app/src/main.rs"), line);
+        let stack = |inner: Vec<RawFrame>| {
+            let mut frames = inner;
+            frames.extend([
+                std("std::backtrace_rs::symbolize::gimli::resolve"),
+                bare("_Unwind_Backtrace"),
+                std("std::panicking::default_hook"),
+                std("core::panicking::panic_fmt"),
+                app("app::main::{{closure}}", 127),
+                app("app::main", 125),
+            ]);
+            build(frames, Some("/home/u/app/"))
+        };
+        for inner in [
+            vec![bare("gimli::read::abbrev::Attributes::push")],
+            vec![bare("addr2line::line::path_push")],
+            vec![],
+        ] {
+            let site = stack(inner);
+            assert_eq!(site.to_string(), "app::main::{{closure}} (src/main.rs:127)");
+        }
     }
 
     #[test]
