@@ -483,7 +483,8 @@ fn build_site(raw: Vec<RawFrame>, shorten: &dyn Fn(&str) -> String) -> Site {
     let inlined: Vec<bool> = trimmed.iter().map(|f| f.inlined).collect();
     let trimmed = shorten_all(trimmed);
     let type_name = typename::derive_marked(&trimmed, &inlined);
-    let kept = fold_recursion(shorten_all(kept))
+    let origins: Vec<Origin> = kept.iter().map(|f| f.origin).collect();
+    let kept = fold_recursion(shorten_all(kept), &origins)
         .into_iter()
         .map(|f| Frame {
             function: plain_path(&f.function),
@@ -507,22 +508,33 @@ fn plain_path(function: &str) -> String {
     function.to_string()
 }
 
-/// Folds recursion: when a function (same name and file) appears again further out, the frames
-/// from its inner occurrence out to the repeat are one trip around the recursion and are dropped,
-/// so every depth of a recursive path (direct, or through closures and iterator adapters) gives
-/// the same site.
-fn fold_recursion(frames: Vec<Frame>) -> Vec<Frame> {
-    let mut out: Vec<Frame> = Vec::with_capacity(frames.len());
-    for frame in frames {
-        let earlier = out
-            .iter()
-            .position(|prev| prev.function == frame.function && prev.file == frame.file);
+/// Folds recursion: when a function of the site's own code (of the origin of its first frame, as
+/// given in `origins`: the program's, or a `cargo install`ed program's dependency frames) appears
+/// again further out (same name and file), the frames from its inner occurrence out to the repeat
+/// are one trip around the recursion and are dropped, so every depth of a recursive path (direct,
+/// or through closures and iterator adapters) gives the same site. A library function met twice
+/// is not recursion of the program's: the frames between two calls of it (a `par_iter` closure
+/// that runs another, a runtime's task run inside its worker's) are kept. (Names carry no generic
+/// arguments, so two instantiations of one library function look alike.)
+fn fold_recursion(frames: Vec<Frame>, origins: &[Origin]) -> Vec<Frame> {
+    let own = origins.first().copied();
+    let mut out: Vec<(Frame, Origin)> = Vec::with_capacity(frames.len());
+    for (frame, &origin) in frames.into_iter().zip(origins) {
+        let earlier = (Some(origin) == own)
+            .then(|| {
+                out.iter().position(|(prev, prev_origin)| {
+                    *prev_origin == origin
+                        && prev.function == frame.function
+                        && prev.file == frame.file
+                })
+            })
+            .flatten();
         match earlier {
             Some(i) => out.truncate(i + 1),
-            None => out.push(frame),
+            None => out.push((frame, origin)),
         }
     }
-    out
+    out.into_iter().map(|(frame, _)| frame).collect()
 }
 
 /// A path as shown in reports (see the module docs). `project` is the file's `project_root` and
@@ -1058,6 +1070,37 @@ mod tests {
         let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["Node::forward", "model::compose", "main"]);
         assert_eq!(site.frames()[0].line, Some(40));
+    }
+
+    #[test]
+    fn program_frames_between_two_calls_of_one_library_function_are_kept() {
+        // A `par_iter` closure that runs another: rayon's `bridge` is on the stack twice, with
+        // the outer closure between (an audit saw tokio's task layers folded away likewise).
+        let bridge = raw(
+            "rayon::iter::plumbing::bridge",
+            Some("/home/u/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/rayon-1.12.0/src/iter/plumbing/mod.rs"),
+            380,
+        );
+        let app = |f: &str, line| raw(f, Some("/home/u/app/src/main.rs"), line);
+        let frames = vec![
+            app("app::main::{{closure}}::{{closure}}", 20),
+            bridge.clone(),
+            app("app::main::{{closure}}", 18),
+            bridge,
+            app("app::main", 17),
+        ];
+        let site = build(frames, Some("/home/u/app/"));
+        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "app::main::{{closure}}::{{closure}}",
+                "rayon::iter::plumbing::bridge",
+                "app::main::{{closure}}",
+                "rayon::iter::plumbing::bridge",
+                "app::main"
+            ]
+        );
     }
 
     #[test]
