@@ -18,7 +18,7 @@
 //! - **Recent stacks.** Otherwise the stack is walked, and looked up among the last 32 distinct
 //!   stacks by 32 bits of its hash (all compared at once) and a compare of every word, before the
 //!   shared intern table, which costs three dependent loads into a large table and a compare
-//!   (about 15 ns), and the entry it then takes the copy of the stack.
+//!   (about 15 ns). A stack found in neither takes the place of the oldest recent one.
 //!
 //! Matches are exact either way: a site id is only reused for a stack equal to its own in every
 //! word.
@@ -659,28 +659,72 @@ mod tests {
         black_box(r)
     }
 
+    /// `captures` captures of 32 frames from `callers` in an order without turns (xorshift, the
+    /// same in every run), and whether each should be replayed: a stack is walked the first two
+    /// times it comes (the second makes it replayable), and replayed after, as long as the buffer
+    /// holds every caller's stack.
+    fn in_no_order(callers: &[Caller], captures: usize) -> (Vec<(Caller, usize)>, Vec<bool>) {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut seen = vec![0; callers.len()];
+        let (mut order, mut expected) = (Vec::new(), Vec::new());
+        for _ in 0..captures {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let c = (x % callers.len() as u64) as usize;
+            order.push((callers[c], 32));
+            expected.push(seen[c] >= 2);
+            seen[c] += 1;
+        }
+        assert!(seen.iter().all(|&n| n > 2), "{seen:?}");
+        (order, expected)
+    }
+
     #[test]
     fn stacks_in_no_order_are_replayed_once_each_came_twice() {
         if no_frame_records_to_test() {
             return;
         }
         let callers: [Caller; 3] = [first_caller, second_caller, third_caller];
-        // An order without turns (xorshift), the same in every run.
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut seen = [0; 3];
-        let mut order = Vec::new();
-        let mut expected = Vec::new();
-        for _ in 0..60 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let c = (x % 3) as usize;
-            order.push((callers[c], 32));
-            // A stack is walked the first two times it comes (the second makes it replayable).
-            expected.push(seen[c] >= 2);
-            seen[c] += 1;
+        let (order, expected) = in_no_order(&callers, 60);
+        let mut buf = StackBuffer::new();
+        assert_eq!(captures_match_walks(&mut buf, &order), expected);
+    }
+
+    /// A caller of its own for each `K` (the constant makes each instantiation's code differ, so
+    /// none is merged with another).
+    #[inline(never)]
+    fn nth_caller<const K: usize>(
+        buf: &mut StackBuffer,
+        depth: usize,
+    ) -> (bool, SiteId, Vec<usize>) {
+        black_box(K);
+        let r = capture_in_leaf(buf, depth);
+        black_box(K);
+        black_box(r)
+    }
+
+    #[test]
+    fn twelve_places_in_no_order_are_all_remembered() {
+        if no_frame_records_to_test() {
+            return;
         }
-        assert!(seen.iter().all(|&n| n > 2), "{seen:?}");
+        // More places than the eight stacks a buffer used to keep.
+        let callers: [Caller; 12] = [
+            nth_caller::<0>,
+            nth_caller::<1>,
+            nth_caller::<2>,
+            nth_caller::<3>,
+            nth_caller::<4>,
+            nth_caller::<5>,
+            nth_caller::<6>,
+            nth_caller::<7>,
+            nth_caller::<8>,
+            nth_caller::<9>,
+            nth_caller::<10>,
+            nth_caller::<11>,
+        ];
+        let (order, expected) = in_no_order(&callers, 240);
         let mut buf = StackBuffer::new();
         assert_eq!(captures_match_walks(&mut buf, &order), expected);
     }

@@ -291,10 +291,10 @@ pub fn still_chain_end(record: usize) -> bool {
 /// Every address in `records` must be a frame record that a walk ([`capture_recorded`]) read on
 /// the calling thread, and `records[0]` the current [`start_here`] of the calling function or of
 /// a function it was called from (a live frame): the records then lie in this thread's stack, at
-/// or above that frame. (Unlike a walk, this
-/// reads every record even past one that differs; they all lie between the current frame and the
-/// top of the stack the walk checked them against. A program that switches stacks inside the
-/// thread's own stack mapping, and unmaps part of it, is beyond what either can check.)
+/// or above that frame. (Unlike a walk, this reads every record even past one that differs; they
+/// all lie between that frame and the top of the stack the walk checked them against. A program
+/// that switches stacks inside the thread's own stack mapping, and unmaps part of it, is beyond
+/// what either can check.)
 #[inline(always)]
 pub unsafe fn same_chain(records: &[usize], frames: &[[usize; 2]]) -> bool {
     // Two lanes, one per word of a record, so the compiler can compare a record in one go.

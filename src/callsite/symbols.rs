@@ -244,19 +244,11 @@ const ALLOCATOR_ONLY: &str =
 const SHIM_PREFIXES: &[&str] = &["__rust_", "__rg_", "__rdl_", "__rde_", "__rg_oom"];
 
 /// Start-up and libc functions outside the user's code.
-const RUNTIME_NAMES: &[&str] = &[
-    "_start",
-    "__libc_start_main",
-    "__libc_start_main_impl",
-    "__libc_start_call_main",
-    "start_thread",
-    "clone",
-    "clone3",
-    "thread_start",
-];
+const RUNTIME_NAMES: &[&str] = &["_start", "start_thread", "clone", "clone3", "thread_start"];
 
 /// Prefixes of the unwinder's and the C library's internal functions (libgcc's `_Unwind_Backtrace`,
-/// glibc's `__GI___dl_iterate_phdr`), whatever file their debug information gives (`./elf/…`).
+/// glibc's `__GI___dl_iterate_phdr` and `__libc_start_main`), whatever file their debug
+/// information gives (`./elf/…`).
 const RUNTIME_PREFIXES: &[&str] = &["_Unwind_", "__GI_", "_dl_", "__libc_"];
 
 /// Path prefixes of std's names when there is no file (no debug information): its own crates and
@@ -365,10 +357,14 @@ fn is_blanket_std_impl(function: &str) -> bool {
     let mut chars = param.chars();
     let is_param =
         chars.next().is_some_and(|c| c.is_ascii_uppercase()) && chars.all(|c| c.is_ascii_digit());
-    is_param
-        && ["core::", "alloc::", "std::"]
-            .iter()
-            .any(|c| rest.starts_with(c))
+    is_param && is_std_crate_path(rest)
+}
+
+/// Whether a path starts in one of the standard library's crates (`core::fmt::Display`).
+fn is_std_crate_path(path: &str) -> bool {
+    ["core::", "alloc::", "std::"]
+        .iter()
+        .any(|c| path.starts_with(c))
 }
 
 /// Whether `function` is a method of a primitive type: inherent (`<str>::to_lowercase`), which
@@ -387,10 +383,7 @@ fn is_primitive_impl(function: &str) -> bool {
         Some(after) if after.starts_with(">::") => true,
         Some(after) => after.strip_prefix(" as ").is_some_and(|t| {
             let trait_path = t.split(">::").next().unwrap_or(t);
-            ["core::", "alloc::", "std::"]
-                .iter()
-                .any(|c| trait_path.starts_with(c))
-                && !trait_path.contains('<')
+            is_std_crate_path(trait_path) && !trait_path.contains('<')
         }),
         None => false,
     })
@@ -483,8 +476,7 @@ fn build_site(raw: Vec<RawFrame>, shorten: &dyn Fn(&str) -> String) -> Site {
     let inlined: Vec<bool> = trimmed.iter().map(|f| f.inlined).collect();
     let trimmed = shorten_all(trimmed);
     let type_name = typename::derive_marked(&trimmed, &inlined);
-    let origins: Vec<Origin> = kept.iter().map(|f| f.origin).collect();
-    let kept = fold_recursion(shorten_all(kept), &origins)
+    let kept = shorten_all(fold_recursion(kept))
         .into_iter()
         .map(|f| Frame {
             function: plain_path(&f.function),
@@ -508,33 +500,33 @@ fn plain_path(function: &str) -> String {
     function.to_string()
 }
 
-/// Folds recursion: when a function of the site's own code (of the origin of its first frame, as
-/// given in `origins`: the program's, or a `cargo install`ed program's dependency frames) appears
-/// again further out (same name and file), the frames from its inner occurrence out to the repeat
-/// are one trip around the recursion and are dropped, so every depth of a recursive path (direct,
-/// or through closures and iterator adapters) gives the same site. A library function met twice
-/// is not recursion of the program's: the frames between two calls of it (a `par_iter` closure
-/// that runs another, a runtime's task run inside its worker's) are kept. (Names carry no generic
-/// arguments, so two instantiations of one library function look alike.)
-fn fold_recursion(frames: Vec<Frame>, origins: &[Origin]) -> Vec<Frame> {
-    let own = origins.first().copied();
-    let mut out: Vec<(Frame, Origin)> = Vec::with_capacity(frames.len());
-    for (frame, &origin) in frames.into_iter().zip(origins) {
-        let earlier = (Some(origin) == own)
-            .then(|| {
-                out.iter().position(|(prev, prev_origin)| {
-                    *prev_origin == origin
-                        && prev.function == frame.function
-                        && prev.file == frame.file
-                })
+/// Folds recursion: when a function of the site's own code (of the origin of its first frame: the
+/// program's, or a `cargo install`ed program's dependency frames) appears again further out (same
+/// name and file), the frames from its inner occurrence out to the repeat are one trip around the
+/// recursion and are dropped, so every depth of a recursive path (direct, or through closures and
+/// iterator adapters) gives the same site. A library function met twice is not recursion of the
+/// program's: the frames between two calls of it (a `par_iter` closure that runs another, a
+/// runtime's task run inside its worker's) are kept. (Names carry no generic arguments, so two
+/// instantiations of one library function look alike.)
+fn fold_recursion(frames: Vec<RawFrame>) -> Vec<RawFrame> {
+    let own = frames.first().map(|f| f.origin);
+    let mut out: Vec<RawFrame> = Vec::with_capacity(frames.len());
+    for f in frames {
+        let earlier = if Some(f.origin) == own {
+            out.iter().position(|prev| {
+                prev.origin == f.origin
+                    && prev.frame.function == f.frame.function
+                    && prev.frame.file == f.frame.file
             })
-            .flatten();
+        } else {
+            None
+        };
         match earlier {
             Some(i) => out.truncate(i + 1),
-            None => out.push((frame, origin)),
+            None => out.push(f),
         }
     }
-    out.into_iter().map(|(frame, _)| frame).collect()
+    out
 }
 
 /// A path as shown in reports (see the module docs). `project` is the file's `project_root` and
@@ -680,19 +672,26 @@ mod tests {
     #[test]
     fn the_unwinder_and_libc_internals_are_the_runtime_whatever_their_file() {
         let own = "/x/";
-        assert_eq!(
-            origin("_Unwind_Backtrace", None, None, own),
-            Origin::Runtime
-        );
-        assert_eq!(
-            origin(
+        for (function, file, line) in [
+            ("_Unwind_Backtrace", None, None),
+            ("__libc_start_main", None, None),
+            (
                 "__GI___dl_iterate_phdr",
                 Some("./elf/dl-iteratephdr.c"),
                 Some(74),
-                own
             ),
-            Origin::Runtime
-        );
+            (
+                "__libc_start_call_main",
+                Some("../sysdeps/nptl/libc_start_call_main.h"),
+                Some(58),
+            ),
+        ] {
+            assert_eq!(
+                origin(function, file, line, own),
+                Origin::Runtime,
+                "{function}"
+            );
+        }
     }
 
     #[test]
