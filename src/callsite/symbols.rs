@@ -694,24 +694,34 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_crates_std_vendors_are_stds_without_debug_information() {
-        for f in [
-            "gimli::read::abbrev::Attributes::push",
-            "addr2line::line::path_push",
-            "<gimli::read::abbrev::Abbreviations>::insert",
-        ] {
-            assert_eq!(origin(f, None, None, "/x/"), Origin::Std, "{f}");
+    /// Checks that each of `functions`, without a file (no debug information), has `expected`
+    /// as its origin.
+    fn origins_without_file(functions: &[&str], expected: Origin) {
+        for f in functions {
+            assert_eq!(origin(f, None, None, "/x/"), expected, "{f}");
         }
     }
 
     #[test]
+    fn the_crates_std_vendors_are_stds_without_debug_information() {
+        origins_without_file(
+            &[
+                "gimli::read::abbrev::Attributes::push",
+                "addr2line::line::path_push",
+                "<gimli::read::abbrev::Abbreviations>::insert",
+            ],
+            Origin::Std,
+        );
+    }
+
+    #[test]
     fn a_std_trait_implemented_for_a_bare_type_parameter_is_stds() {
-        let blanket = "<T as alloc::vec::spec_from_elem::SpecFromElem>::from_elem";
-        assert_eq!(origin(blanket, None, None, "/x/"), Origin::Std);
+        origins_without_file(
+            &["<T as alloc::vec::spec_from_elem::SpecFromElem>::from_elem"],
+            Origin::Std,
+        );
         // A type of the program's that implements a std trait stays the program's.
-        let own_type = "<Record as core::clone::Clone>::clone";
-        assert_eq!(origin(own_type, None, None, "/x/"), Origin::User);
+        origins_without_file(&["<Record as core::clone::Clone>::clone"], Origin::User);
     }
 
     #[test]
@@ -1308,25 +1318,23 @@ mod tests {
 
     #[test]
     fn methods_of_primitive_types_are_std_without_debug_info() {
-        for std_fn in [
-            "<usize as core::fmt::Display>::fmt",
-            "<str>::to_lowercase",
-            "<u8 as alloc::borrow::ToOwned>::to_owned",
-        ] {
-            assert_eq!(origin(std_fn, None, None, "/x/"), Origin::Std, "{std_fn}");
-        }
-        for user_fn in [
-            "<usize as app::Weigh>::weigh",
-            "<f64 as core::convert::From<app::Meters>>::from",
-            "<u8x4 as core::fmt::Display>::fmt",
-            "<strand::Rope>::push",
-        ] {
-            assert_eq!(
-                origin(user_fn, None, None, "/x/"),
-                Origin::User,
-                "{user_fn}"
-            );
-        }
+        origins_without_file(
+            &[
+                "<usize as core::fmt::Display>::fmt",
+                "<str>::to_lowercase",
+                "<u8 as alloc::borrow::ToOwned>::to_owned",
+            ],
+            Origin::Std,
+        );
+        origins_without_file(
+            &[
+                "<usize as app::Weigh>::weigh",
+                "<f64 as core::convert::From<app::Meters>>::from",
+                "<u8x4 as core::fmt::Display>::fmt",
+                "<strand::Rope>::push",
+            ],
+            Origin::User,
+        );
     }
 
     #[test]
