@@ -32,7 +32,7 @@ use super::capture::{
 };
 #[cfg(test)]
 use super::capture::{start_here, unwind_start_here};
-use super::intern::{intern_hashed, SiteId};
+use super::intern::{intern_captured, SiteId};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -225,7 +225,7 @@ impl StackBuffer {
         if let InMemo::Named(site) = c.memo {
             return site;
         }
-        let (i, seen) = self.entry_of(c.n, c.hash);
+        let (i, seen) = self.entry_of(c.n, c.hash, c.n == depth && depth > 0);
         // A stack is made replayable when it comes again, whether after the same stack as the time
         // before (then the guess finds it) or not (then `replay_keyed` does): copying the records
         // of a stack that never comes back (a program allocating from more places than there are
@@ -380,8 +380,9 @@ impl StackBuffer {
 
     /// The entry of `recent` holding the stack in `words[..n]`, whose `intern::hash_stack` is
     /// `hash`, and whether it was there already; otherwise a new entry (replacing the oldest)
-    /// with its id from the shared table, not replayable.
-    fn entry_of(&mut self, n: usize, hash: u64) -> (usize, bool) {
+    /// with its id from the shared table, not replayable. `cut`: the stack filled the capture's
+    /// depth (see `intern::intern_captured`).
+    fn entry_of(&mut self, n: usize, hash: u64, cut: bool) -> (usize, bool) {
         let stack = self.words.get(..n).unwrap_or(&[]);
         // The entries whose tag matches, as a mask built without a branch (the compiler compares
         // four tags at once; an empty entry's 0 is no stack's tag), then those entries' stacks.
@@ -398,7 +399,7 @@ impl StackBuffer {
                 return (i, true);
             }
         }
-        let id = intern_hashed(stack, hash);
+        let id = intern_captured(stack, hash, cut);
         let i = self.next;
         self.next = (self.next + 1) % RECENT;
         if let (Some(t), Some(k)) = (self.tags.get_mut(i), self.keys.get_mut(i)) {
@@ -432,7 +433,7 @@ mod tests {
     /// Puts `stack` in the buffer as a capture would and returns its site id.
     fn site_for(buf: &mut StackBuffer, stack: &[usize]) -> SiteId {
         buf.words[..stack.len()].copy_from_slice(stack);
-        let (i, _) = buf.entry_of(stack.len(), hash_stack(stack));
+        let (i, _) = buf.entry_of(stack.len(), hash_stack(stack), false);
         buf.follow(i)
     }
 
@@ -472,7 +473,7 @@ mod tests {
         let id_a = site_for(&mut buf, &a);
         // The same hash and length as `a`, other words: must not get `a`'s id.
         buf.words[..2].copy_from_slice(&b);
-        let (i, seen) = buf.entry_of(2, hash_stack(&a));
+        let (i, seen) = buf.entry_of(2, hash_stack(&a), false);
         assert!(!seen);
         assert_ne!(buf.follow(i), id_a);
     }
@@ -491,7 +492,7 @@ mod tests {
         let mut buf = StackBuffer::new();
         // A hash whose upper half is 0, as an empty entry's tag is: the empty stack of the same
         // length as the empty entries must still be looked up, not found there with no id.
-        let (i, seen) = buf.entry_of(0, 5);
+        let (i, seen) = buf.entry_of(0, 5, false);
         assert!(!seen);
         assert_ne!(buf.follow(i), 0);
     }
@@ -756,6 +757,25 @@ mod tests {
         let replayed = captures_match_walks(&mut buf, &order);
         assert_eq!(&replayed[..4], [false, false, false, false]);
         assert!(replayed[4..].iter().all(|&r| r), "{replayed:?}");
+    }
+
+    #[test]
+    fn a_capture_that_fills_its_depth_is_interned_as_cut() {
+        let mut buf = StackBuffer::new();
+        let (_, id, stack) = capture_in_leaf(&mut buf, 2);
+        assert_eq!(stack.len(), 2);
+        assert!(crate::callsite::intern::was_cut(id));
+    }
+
+    #[test]
+    fn a_capture_that_ends_before_its_depth_is_not_interned_as_cut() {
+        let mut buf = StackBuffer::new();
+        let (_, id, stack) = capture_in_leaf(&mut buf, STACK_WORDS);
+        assert!(
+            stack.len() < STACK_WORDS,
+            "the test's stack is deeper than a capture"
+        );
+        assert!(!crate::callsite::intern::was_cut(id));
     }
 
     #[test]

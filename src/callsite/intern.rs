@@ -34,6 +34,9 @@ const SLOTS: usize = 1 << 17;
 const MAX_SITES: usize = SLOTS / 2;
 /// Return addresses stored in total (an average of 32 per stack).
 const ARENA_WORDS: usize = MAX_SITES * 32;
+/// The bit of an entry that says its stack filled the depth it was captured with (see
+/// [`intern_captured`]); lengths are at most a capture's 64 words.
+const CUT: u64 = 1 << 31;
 /// Spins waiting for a concurrent insert to publish its id before giving up on that slot.
 const PUBLISH_SPINS: u32 = 1 << 12;
 
@@ -48,7 +51,8 @@ struct Slot {
 #[repr(C)]
 struct Storage {
     slots: [Slot; SLOTS],
-    /// `entries[id]` = `offset << 32 | len` into `arena`; index 0 unused.
+    /// `entries[id]` = `offset << 32 | len` into `arena`, with `CUT` set when the capture that
+    /// stored the stack was cut by its depth; index 0 unused.
     entries: [AtomicU64; MAX_SITES + 1],
     arena: [AtomicUsize; ARENA_WORDS],
 }
@@ -138,7 +142,7 @@ pub(crate) fn hash_stack(stack: &[usize]) -> u64 {
 fn stored(storage: &'static Storage, id: SiteId) -> Option<&'static [usize]> {
     let entry = storage.entries.get(id as usize)?.load(Ordering::Acquire);
     let offset = (entry >> 32) as usize;
-    let len = (entry & 0xFFFF_FFFF) as usize;
+    let len = (entry & (CUT - 1)) as usize;
     let words = storage.arena.get(offset..offset.checked_add(len)?)?;
     // SAFETY: `AtomicUsize` has the same size and alignment as `usize`. The words of a published
     // entry were written before the id's release store (read here after an acquire load) and are
@@ -158,6 +162,16 @@ pub fn intern(stack: &[usize]) -> SiteId {
 /// `hash_stack(stack)`, or stacks get split or mixed up.
 #[inline]
 pub fn intern_hashed(stack: &[usize], hash: u64) -> SiteId {
+    intern_captured(stack, hash, false)
+}
+
+/// [`intern_hashed`] for a capture's stack; `cut` says that it filled the depth it was captured
+/// with, so that frames further out may be missing (see [`was_cut`]). That is recorded when the
+/// stack is first stored: a stack met again keeps what was recorded then, which can differ only
+/// for a stack exactly as deep as one capture's depth and shorter than another's, complete either
+/// way.
+#[inline]
+pub(crate) fn intern_captured(stack: &[usize], hash: u64, cut: bool) -> SiteId {
     let Some(storage) = storage() else {
         return OVERFLOW;
     };
@@ -177,7 +191,7 @@ pub fn intern_hashed(stack: &[usize], hash: u64) -> SiteId {
                 .hash
                 .compare_exchange(0, hash, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return insert(storage, slot, stack),
+                Ok(_) => return insert(storage, slot, stack, cut),
                 Err(other) => seen = other,
             }
         }
@@ -209,13 +223,13 @@ fn wait_for_id(slot: &Slot) -> Option<SiteId> {
 
 /// Stores `stack` under a fresh id and publishes it in `slot`, whose hash this thread claimed.
 #[cold]
-fn insert(storage: &'static Storage, slot: &Slot, stack: &[usize]) -> SiteId {
-    let id = allocate_and_write(storage, stack).unwrap_or(OVERFLOW);
+fn insert(storage: &'static Storage, slot: &Slot, stack: &[usize], cut: bool) -> SiteId {
+    let id = allocate_and_write(storage, stack, cut).unwrap_or(OVERFLOW);
     slot.id.store(id, Ordering::Release);
     id
 }
 
-fn allocate_and_write(storage: &'static Storage, stack: &[usize]) -> Option<SiteId> {
+fn allocate_and_write(storage: &'static Storage, stack: &[usize], cut: bool) -> Option<SiteId> {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     if id as usize > MAX_SITES {
         // Keep the counter from wrapping around to valid ids.
@@ -223,13 +237,17 @@ fn allocate_and_write(storage: &'static Storage, stack: &[usize]) -> Option<Site
         return None;
     }
     let len = stack.len();
+    if len as u64 >= CUT {
+        return None;
+    }
     let offset = ARENA_TOP.fetch_add(len, Ordering::Relaxed);
     let end = offset.checked_add(len)?;
     let words = storage.arena.get(offset..end)?;
     for (word, &addr) in words.iter().zip(stack) {
         word.store(addr, Ordering::Relaxed);
     }
-    let entry = ((offset as u64) << 32) | len as u64;
+    let cut = if cut { CUT } else { 0 };
+    let entry = ((offset as u64) << 32) | cut | len as u64;
     storage
         .entries
         .get(id as usize)?
@@ -243,6 +261,15 @@ pub(crate) fn stack(id: SiteId) -> &'static [usize] {
         return &[];
     }
     storage().and_then(|s| stored(s, id)).unwrap_or(&[])
+}
+
+/// Whether the stack interned as `id` filled the depth of the capture that stored it (see
+/// [`intern_captured`]): the thread's stack may go on beyond its last frame.
+pub(crate) fn was_cut(id: SiteId) -> bool {
+    let entry = storage()
+        .and_then(|s| s.entries.get(id as usize))
+        .map_or(0, |e| e.load(Ordering::Acquire));
+    id != NO_SITE && id != OVERFLOW && entry & CUT != 0
 }
 
 /// How many distinct stacks have been interned (not counting `OVERFLOW`).

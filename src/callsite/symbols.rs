@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};
 
+use super::buffer::STACK_WORDS;
 use super::intern::{self, SiteId, NO_SITE, OVERFLOW};
 use super::site::{Frame, Site};
 use super::typename;
@@ -104,7 +105,12 @@ pub fn resolve(id: SiteId) -> Site {
             file: None,
             line: None,
         }]),
-        _ => resolve_stack(intern::stack(id), own_source_dir(), &mut cache.known),
+        _ => resolve_stack(
+            intern::stack(id),
+            intern::was_cut(id),
+            own_source_dir(),
+            &mut cache.known,
+        ),
     };
     cache.sites.insert(id, site.clone());
     site
@@ -115,9 +121,10 @@ fn own_source_dir() -> &'static str {
     concat!(env!("CARGO_MANIFEST_DIR"), "/src/")
 }
 
-/// Symbolises, trims, folds and shortens `stack`; frames under `own_dir` count as heapdelta's.
-/// What `known` holds is taken from it, and what this stack works out added to it.
-fn resolve_stack(stack: &[usize], own_dir: &str, known: &mut Known) -> Site {
+/// Symbolises, trims, folds and shortens `stack` (`cut`: it filled its capture's depth);
+/// frames under `own_dir` count as heapdelta's. What `known` holds is taken from it, and what this
+/// stack works out added to it.
+fn resolve_stack(stack: &[usize], cut: bool, own_dir: &str, known: &mut Known) -> Site {
     // A panic leaves in `known` only addresses and paths whose entries were complete.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let raw = symbolise(stack, own_dir, &mut known.frames);
@@ -131,7 +138,8 @@ fn resolve_stack(stack: &[usize], own_dir: &str, known: &mut Known) -> Site {
         let main = main_root();
         let known_cwd = &known.cwd;
         let paths = RefCell::new(&mut known.paths);
-        build_site(raw, &|path| {
+        let cut_at = cut.then_some(stack.len());
+        build_site(raw, cut_at, &|path| {
             if let Some(short) = paths.borrow().get(path) {
                 return short.clone();
             }
@@ -406,8 +414,33 @@ fn is_alloc_plumbing(f: &RawFrame) -> bool {
     }
 }
 
-/// Trims, folds and shortens resolved frames into a site with its derived type.
-fn build_site(raw: Vec<RawFrame>, shorten: &dyn Fn(&str) -> String) -> Site {
+/// The first frame of a site whose capture stopped at its depth of `frames` frames before reaching
+/// any frame of the program's (see `build_site`).
+fn cut_marker(frames: usize) -> Frame {
+    let advice = if frames >= STACK_WORDS {
+        "the most heapdelta keeps"
+    } else {
+        "raise Tracker::depth or HEAPDELTA=depth="
+    };
+    let plural = if frames == 1 { "" } else { "s" };
+    Frame {
+        function: format!(
+            "(stack cut at {frames} frame{plural}, before any of the program's: {advice})"
+        ),
+        file: None,
+        line: None,
+    }
+}
+
+/// Trims, folds and shortens resolved frames into a site with its derived type. `cut_at`: the
+/// capture filled its depth, of that many frames. Such a site without a frame of the program's
+/// (whose stack has not reached the thread's start, whose frames are the runtime's) opens with
+/// [`cut_marker`], so that it does not read like an allocation made by library code alone.
+fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) -> String) -> Site {
+    let cut = cut_at.filter(|_| {
+        raw.last().is_some_and(|f| f.origin != Origin::Runtime)
+            && !raw.iter().any(|f| f.origin == Origin::User)
+    });
     // The program's own code, else (an allocation made only in its dependencies' code, a
     // runtime's worker thread, say) theirs.
     let is_code = |f: &RawFrame| matches!(f.origin, Origin::User | Origin::Dependency);
@@ -476,12 +509,17 @@ fn build_site(raw: Vec<RawFrame>, shorten: &dyn Fn(&str) -> String) -> Site {
     let inlined: Vec<bool> = trimmed.iter().map(|f| f.inlined).collect();
     let trimmed = shorten_all(trimmed);
     let type_name = typename::derive_marked(&trimmed, &inlined);
-    let kept = shorten_all(fold_recursion(kept))
+    let marker = cut.map(cut_marker);
+    let kept = marker
         .into_iter()
-        .map(|f| Frame {
-            function: plain_path(&f.function),
-            ..f
-        })
+        .chain(
+            shorten_all(fold_recursion(kept))
+                .into_iter()
+                .map(|f| Frame {
+                    function: plain_path(&f.function),
+                    ..f
+                }),
+        )
         .collect();
     Site::with_type(kept, type_name)
 }
@@ -619,7 +657,7 @@ mod tests {
 
     /// `build_site` with paths shortened against `cwd` only.
     fn build(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
-        build_site(raw, &|path| shorten_path(path, None, None, cwd))
+        build_site(raw, None, &|path| shorten_path(path, None, None, cwd))
     }
 
     fn raw(function: &str, file: Option<&str>, line: u32) -> RawFrame {
@@ -850,6 +888,81 @@ mod tests {
         assert_eq!(
             names,
             ["std::thread_info::set_current_info", "std::rt::init"]
+        );
+    }
+
+    /// A rayon worker's stack as a capture of `depth` frames cut it: the allocator's frames, std's,
+    /// then rayon's, and `outermost` as the last frame.
+    fn library_stack(outermost: RawFrame) -> Vec<RawFrame> {
+        let std = |f: &str| raw(f, Some(&format!("{STD}/alloc/src/vec/mod.rs")), 1);
+        let rayon = |f: &str| {
+            let file = "/home/u/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/rayon-core-1.12.1/src/registry.rs";
+            raw(f, Some(file), 7)
+        };
+        vec![
+            raw("__rustc::__rust_alloc", Some("src/main.rs"), 3),
+            std("alloc::vec::Vec<T>::push"),
+            rayon("rayon_core::registry::Registry::new"),
+            outermost,
+        ]
+    }
+
+    fn rayon_frame(f: &str) -> RawFrame {
+        let file = "/home/u/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/rayon-core-1.12.1/src/lib.rs";
+        raw(f, Some(file), 9)
+    }
+
+    #[test]
+    fn a_cut_stack_without_a_frame_of_the_programs_says_it_was_cut() {
+        let raw = library_stack(rayon_frame("rayon_core::ThreadPoolBuilder::build"));
+        let site = build_site(raw, Some(32), &|path| shorten_path(path, None, None, None));
+        assert_eq!(
+            site.to_string(),
+            "(stack cut at 32 frames, before any of the program's: raise Tracker::depth or HEAPDELTA=depth=)"
+        );
+        let names: Vec<&str> = site.frames()[1..]
+            .iter()
+            .map(|f| f.function.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "rayon_core::registry::Registry::new",
+                "rayon_core::ThreadPoolBuilder::build"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stack_cut_at_the_most_frames_kept_does_not_say_to_raise_the_depth() {
+        let raw = library_stack(rayon_frame("rayon_core::ThreadPoolBuilder::build"));
+        let site = build_site(raw, Some(STACK_WORDS), &|path| {
+            shorten_path(path, None, None, None)
+        });
+        assert_eq!(
+            site.to_string(),
+            "(stack cut at 64 frames, before any of the program's: the most heapdelta keeps)"
+        );
+    }
+
+    #[test]
+    fn a_cut_stack_with_a_frame_of_the_programs_is_named_after_it() {
+        let raw = library_stack(raw(
+            "app::spawn_workers",
+            Some("/home/u/app/src/main.rs"),
+            21,
+        ));
+        let site = build_site(raw, Some(32), &|path| shorten_path(path, None, None, None));
+        assert_eq!(site.frames()[0].function, "app::spawn_workers");
+    }
+
+    #[test]
+    fn a_full_stack_that_reaches_the_threads_start_is_not_said_cut() {
+        let raw = library_stack(raw("start_thread", None, 0));
+        let site = build_site(raw, Some(32), &|path| shorten_path(path, None, None, None));
+        assert_eq!(
+            site.frames()[0].function,
+            "rayon_core::registry::Registry::new"
         );
     }
 
@@ -1372,7 +1485,7 @@ mod tests {
         let mut stack = [0usize; 32];
         let n = allocation_site_for_test(&mut stack);
         // Frames of this file count as the user's here (a directory that matches nothing).
-        let site = resolve_stack(&stack[..n], "/nonexistent/", &mut Known::default());
+        let site = resolve_stack(&stack[..n], false, "/nonexistent/", &mut Known::default());
         let first = &site.frames()[0];
         assert!(
             first.function.contains("allocation_site_for_test"),
@@ -1400,7 +1513,12 @@ mod tests {
 
     #[test]
     fn odd_addresses_do_not_panic() {
-        let site = resolve_stack(&[0, 1, usize::MAX], "/nonexistent/", &mut Known::default());
+        let site = resolve_stack(
+            &[0, 1, usize::MAX],
+            false,
+            "/nonexistent/",
+            &mut Known::default(),
+        );
         assert_eq!(site.type_name(), "(unknown)");
     }
 }
