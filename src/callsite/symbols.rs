@@ -176,6 +176,9 @@ fn symbolise(
 
 /// The frames the return address `ip` lies in, inlined ones expanded, innermost first.
 fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
+    if let Some(frame) = system_library_frame(ip) {
+        return vec![frame];
+    }
     let mut raw = Vec::with_capacity(2);
     // The return address follows the call; `ip - 1` lies within the call instruction.
     let pc = ip.wrapping_sub(1) as *mut c_void;
@@ -214,6 +217,55 @@ fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
         }),
     }
     raw
+}
+
+/// Where the system keeps its shared libraries (see `system_library_frame`).
+const SYSTEM_LIBRARY_DIRS: &[&str] = &["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"];
+
+/// The frame of a return address in one of the system's shared libraries (libc's start routines
+/// under every stack, a C library calling back into the program), named from the dynamic symbol
+/// table as the runtime's: its debug information is not read. Reading it, where it is installed
+/// (Debian's `libc6-dbg`, which valgrind asks for), cost 30 MB of heap for libc alone, for a
+/// frame trimmed as the runtime's anyway. `None` for any other address.
+fn system_library_frame(ip: usize) -> Option<RawFrame> {
+    let pc = ip.wrapping_sub(1) as *const c_void;
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    // SAFETY: `dladdr` only reads the dynamic loader's tables, for any address, and fills the
+    // `Dl_info` it is given, which is valid when zeroed (null pointers).
+    let found = unsafe { libc::dladdr(pc, info.as_mut_ptr()) };
+    if found == 0 {
+        return None;
+    }
+    // SAFETY: zero-initialised, then filled by the successful call above.
+    let info = unsafe { info.assume_init() };
+    if info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: a non-null `dli_fname` is the loaded object's NUL-terminated path, owned by the
+    // loader for as long as the object stays loaded, which it does while its code is on a stack
+    // this report names.
+    let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy();
+    if !SYSTEM_LIBRARY_DIRS.iter().any(|dir| path.starts_with(dir)) {
+        return None;
+    }
+    let function = if info.dli_sname.is_null() {
+        let library = path.rsplit('/').next().unwrap_or(&path);
+        format!("{library}+{:#x}", ip.wrapping_sub(info.dli_fbase as usize))
+    } else {
+        // SAFETY: a non-null `dli_sname` is a NUL-terminated name in the object's symbol table.
+        unsafe { std::ffi::CStr::from_ptr(info.dli_sname) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Some(RawFrame {
+        frame: Frame {
+            function,
+            file: None,
+            line: None,
+        },
+        origin: Origin::Runtime,
+        inlined: false,
+    })
 }
 
 /// Gives back to the program the frames of merged code inside its own compiled functions that
@@ -851,6 +903,22 @@ mod tests {
             let frames = merged_code(inlined, "parse_line");
             assert_eq!(frames[0].origin, Origin::Allocator, "{inlined:?}");
         }
+    }
+
+    #[test]
+    fn a_frame_in_the_system_libc_is_the_runtimes_named_from_its_symbols() {
+        // A return address just inside `getpid`, which libc exports (as `__getpid` too).
+        let ip = libc::getpid as *const () as usize + 1;
+        let frame = system_library_frame(ip).expect("libc is a system library here");
+        assert_eq!(frame.origin, Origin::Runtime);
+        assert!(frame.frame.function.ends_with("getpid"), "{frame:?}");
+        assert_eq!((frame.frame.file, frame.frame.line), (None, None));
+    }
+
+    #[test]
+    fn a_frame_in_the_program_is_not_a_system_librarys() {
+        let ip = a_frame_in_the_program_is_not_a_system_librarys as *const () as usize + 1;
+        assert!(system_library_frame(ip).is_none());
     }
 
     #[test]
