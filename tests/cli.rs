@@ -283,6 +283,10 @@ fn show_lists_call_paths_to_one_frame_as_one_site() {
     let dir = common::temp_dir("show_leaf");
     let mut snapshot = common::snapshot(4);
     let sites = snapshot["sites"].as_array_mut().unwrap();
+    // The top site's 32 blocks of 4 KiB, split between two paths to its frame: 16 each (block
+    // counts in 2^16ths), so that the sites still add up to the totals.
+    sites[0]["alloc_blocks"] = (16u64 << 16).into();
+    sites[0]["alloc_bytes"] = (64u64 << 10).into();
     let mut other = sites[0].clone();
     other["id"] = 99.into();
     other["site"]["frames"][1]["function"] = "service::warm_up".into();
@@ -297,7 +301,7 @@ fn show_lists_call_paths_to_one_frame_as_one_site() {
         .filter(|l| l.contains("Cache::insert"))
         .collect();
     assert_eq!(lines.len(), 1, "{}", run.stdout);
-    assert!(lines[0].contains("256.0 KiB"), "{}", run.stdout);
+    assert!(lines[0].contains("128.0 KiB"), "{}", run.stdout);
 }
 
 #[test]
@@ -739,6 +743,32 @@ fn an_output_of_dash_is_refused_rather_than_written_as_a_file_named_dash() {
     let run = heapdelta(["plot", arg(&dir.join("timeline.json")), "-o", "-"]);
     assert_one_line_failure(&run, 2, "standard output is not supported");
     assert!(!Path::new("-").exists());
+}
+
+#[test]
+fn an_output_that_is_the_file_read_is_refused_and_the_file_kept() {
+    let dir = demo("output_is_input");
+    let snapshot = dir.join("step4.json");
+    let before = std::fs::read(&snapshot).unwrap();
+    // Spelled differently from the input, as the same file.
+    let same = dir.join(".").join("step4.json");
+    let run = heapdelta([
+        "export",
+        "--format",
+        "dhat",
+        arg(&snapshot),
+        "-o",
+        arg(&same),
+    ]);
+    assert_one_line_failure(&run, 2, "that is the file read");
+    assert_eq!(std::fs::read(&snapshot).unwrap(), before);
+}
+
+#[test]
+fn a_path_with_a_line_break_is_named_on_one_line() {
+    let dir = demo("path_line_break");
+    let run = heapdelta(["show", arg(&dir.join("no\nsuch.json"))]);
+    assert_one_line_failure(&run, 1, "no\\nsuch.json");
 }
 
 #[test]
