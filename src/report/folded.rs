@@ -170,6 +170,18 @@ fn flamegraph(folded: &str, title: &str, path: &Path) -> io::Result<()> {
                 "nothing to draw: no call site has live bytes (or growth)",
             ));
         }
+        // The drawing adds the stacks' bytes up in 64 bits; sampled sites' estimates, each
+        // within a file's bounds, can exceed that together.
+        let total = folded.lines().try_fold(0u64, |sum, line| {
+            let bytes = line.rsplit(' ').next()?.parse::<u64>().ok()?;
+            sum.checked_add(bytes)
+        });
+        if total.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "nothing drawn: the call sites' bytes add up to more than 2^64",
+            ));
+        }
         let mut options = inferno::flamegraph::Options::default();
         options.title = title.to_string();
         options.count_name = "bytes".to_string();
@@ -205,6 +217,21 @@ mod tests {
             live_blocks: 1,
             live_bytes,
         }
+    }
+
+    #[cfg(feature = "flamegraph")]
+    #[test]
+    fn sites_whose_bytes_add_up_past_64_bits_are_not_drawn() {
+        let folded = fold(&[
+            in_load(10, Some("Vec<u8>"), i64::MAX),
+            in_load(11, Some("Vec<u8>"), i64::MAX),
+            in_load(12, Some("Vec<u8>"), i64::MAX),
+        ]);
+        let path =
+            std::env::temp_dir().join(format!("heapdelta-overflow-{}.svg", std::process::id()));
+        let e = flamegraph(&folded, "t", &path).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(!path.exists());
     }
 
     #[test]
