@@ -377,11 +377,17 @@ fn checkpoint_every(interval: Duration) {
             tick = (tick + 1).max(now() / step);
             let due = tick * step;
             if let Some(wait) = due.checked_sub(now()).filter(|&ms| ms > 0) {
-                std::thread::sleep(Duration::from_millis(wait as u64));
+                std::thread::sleep(millis(wait));
             }
             crate::checkpoint(format!("{}.{}s", due / 1000, due % 1000 / 100));
         }
     })
+}
+
+/// `ms` milliseconds, or the longest sleep a `Duration` of milliseconds holds (half a billion
+/// years) when that is more: an `every=` of 2^64 ms and more waits that long, not its remainder.
+fn millis(ms: u128) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
 }
 
 /// `signals=on`: the report is also written when SIGTERM, SIGINT or SIGHUP stops the process.
@@ -553,6 +559,13 @@ mod tests {
     #[test]
     fn depth_zero_keeps_no_frame_as_tracker_depth_zero_does() {
         assert_eq!(ok("depth=0").depth, Some(0));
+    }
+
+    #[test]
+    fn a_wait_past_64_bits_of_milliseconds_is_the_longest_not_its_remainder() {
+        let past = u128::from(u64::MAX) + 384;
+        assert_eq!(millis(past), Duration::from_millis(u64::MAX));
+        assert_eq!(millis(384), Duration::from_millis(384));
     }
 
     #[test]
