@@ -64,7 +64,7 @@ impl fmt::Display for Error {
                 "file format version {found} is newer than this heapdelta reads ({supported}); upgrade heapdelta"
             ),
             Error::UnknownLabel { label, known, .. } if known.is_empty() => {
-                write!(f, "no checkpoint labelled {label:?}: no checkpoints were taken")
+                write!(f, "no checkpoint labelled {label:?}: no checkpoint has a label")
             }
             Error::UnknownLabel {
                 label,
@@ -175,6 +175,16 @@ mod tests {
         assert_eq!(
             msg,
             r#"no checkpoint labelled "nope"; known labels: "", "a\nb""#
+        );
+    }
+
+    #[test]
+    fn an_unknown_label_among_no_labels_says_that_none_has_one() {
+        // A timeline of checkpoints without labels (read from a file) is not one of no
+        // checkpoints: the message holds for both.
+        assert_eq!(
+            unknown(Vec::new()),
+            r#"no checkpoint labelled "nope": no checkpoint has a label"#
         );
     }
 

@@ -231,24 +231,41 @@ where
 }
 
 /// Why the command's output file cannot be used, if it cannot: `-`, which by convention would
-/// mean standard output, where these binary and SVG files are not written.
+/// mean standard output, where these binary and SVG files are not written; or the file the
+/// command reads, which writing would replace.
 fn refused_output(command: &Command) -> Option<String> {
-    let output = match command {
-        Command::Flamegraph { output, .. }
-        | Command::Plot { output, .. }
-        | Command::Export { output, .. } => output,
+    let (input, output) = match command {
+        Command::Flamegraph { file, output, .. }
+        | Command::Plot { file, output }
+        | Command::Export { file, output, .. } => (file, output),
         Command::Show { .. } | Command::Diff { .. } => return None,
     };
-    (output.as_os_str() == "-").then(|| {
-        "-o -: writing to standard output is not supported: give a file name (./- for a file \
-         named -)"
-            .to_string()
+    if output.as_os_str() == "-" {
+        return Some(
+            "-o -: writing to standard output is not supported: give a file name (./- for a \
+             file named -)"
+                .to_string(),
+        );
+    }
+    same_file(input, output).then(|| {
+        format!(
+            "-o {}: that is the file read; writing it would replace it: give another file name",
+            output.display()
+        )
     })
+}
+
+/// Whether `a` and `b` name one existing file (through symbolic links or different spellings).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Writes the one-line error to stderr (if stderr is gone there is nobody to tell).
 fn say_error(msg: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "heapdelta: {msg}");
+    let _ = writeln!(std::io::stderr().lock(), "heapdelta: {}", OneLine(msg));
 }
 
 /// Writes a command's output to stdout. A reader that went away (`heapdelta show F | head`) ends
