@@ -186,17 +186,17 @@ fn program_point_totals_add_up_to_the_snapshot() {
 }
 
 /// The DHAT file of the demo snapshot with one more site: the cache's frames again, allocating
-/// `type_name`.
+/// `type_name`, with half of the cache's allocations.
 fn dhat_with_a_twin_of_the_cache(type_name: Option<&str>) -> Value {
-    let mut v: Value = serde_json::from_str(&common::snapshot_file()).unwrap();
-    let sites = v["snapshot"]["sites"].as_array_mut().unwrap();
-    let mut twin = sites[0].clone();
+    let mut snapshot = common::snapshot(common::STEPS);
+    let mut twin = common::split_top_site(&mut snapshot);
     let frames = common::sites()[0].site.frames().to_vec();
     twin["id"] = json!(99);
     twin["site"] =
         serde_json::to_value(Site::from_frames(frames, type_name.map(str::to_string))).unwrap();
-    sites.push(twin);
-    let d = dhat_of_snapshot(&Snapshot::read_json_from(v.to_string().as_bytes()).unwrap());
+    snapshot["sites"].as_array_mut().unwrap().push(twin);
+    let file = common::snapshot_file_of(snapshot);
+    let d = dhat_of_snapshot(&Snapshot::read_json_from(file.as_bytes()).unwrap());
     dh_view_checks(&d).unwrap();
     d
 }

@@ -280,13 +280,22 @@ fn a_directory_is_an_io_error() {
 
 #[test]
 fn extreme_counts_in_a_file_do_not_panic_when_diffed() {
-    let max = i64::MAX.to_string();
-    let wild = common::timeline_file()
-        .replace(
-            r#""alloc_bytes":131072"#,
-            &format!(r#""alloc_bytes":{max}"#),
-        )
-        .replace(r#""epoch":4"#, r#""epoch":4294967295"#);
+    // The last checkpoint's cache (its 4 KiB class and its site) near the largest count a file
+    // may hold, the totals with it, and its epoch the largest.
+    let extreme = i64::MAX as u64 - (1 << 20);
+    let mut checkpoints: Vec<serde_json::Value> =
+        (0..=common::STEPS).map(common::snapshot).collect();
+    let last = checkpoints.last_mut().unwrap();
+    let grown = extreme - last["classes"][2]["alloc_bytes"].as_u64().unwrap();
+    assert_eq!(last["classes"][2]["size"], 4096);
+    last["classes"][2]["alloc_bytes"] = extreme.into();
+    last["sites"][0]["alloc_bytes"] = extreme.into();
+    for field in ["total_bytes", "live_bytes", "peak_bytes"] {
+        let t = &mut last["totals"][field];
+        *t = (t.as_u64().unwrap() + grown).into();
+    }
+    last["epoch"] = u32::MAX.into();
+    let wild = common::timeline_file_of(checkpoints);
     let t = Timeline::read_json_from(wild.as_bytes()).unwrap();
     for step in t.steps() {
         let _ = step.to_string();

@@ -235,11 +235,6 @@ pub(crate) fn read_contents(mut r: impl Read) -> Result<Contents, Error> {
                     ));
                 }
                 check_snapshot(&body.snapshot).map_err(Error::Format)?;
-                // Written with every site's frames (`write_json` resolves them), as a timeline's
-                // sites are checked to have them in `with_site_table`.
-                if let Some(c) = body.snapshot.sites.iter().find(|c| c.site.is_none()) {
-                    return Err(Error::Format(format!("site {} has no frames", c.id)));
-                }
                 Ok(Contents::Snapshot(Box::new(body.snapshot)))
             }
             Some(TIMELINE) => {
@@ -341,11 +336,11 @@ fn sums<'a>(counts: impl Iterator<Item = &'a Counts>) -> [u128; 4] {
     })
 }
 
-/// Checks how a snapshot's counter groups add up: the totals are the size classes' sums (which
-/// is how a snapshot takes them), the frees of young blocks are some of their frees, and the scope
-/// tags and, unless they were sampled (estimates), the call sites count some of the same
-/// allocations. (Each group's counts are at most `MAX_COUNT`, checked first, so the sums of a
-/// few billion groups fit.)
+/// Checks that the totals are the size classes' sums, which is how a snapshot takes them. (The
+/// other groups are read after the classes, a few loads apart, so with other threads allocating
+/// meanwhile, the call sites, the scope tags and the frees of young blocks can count a little more
+/// than the classes: they are not checked against them. Each group's counts are at most
+/// `MAX_COUNT`, checked first, so the sums of a few billion classes fit.)
 fn check_sums(s: &Snapshot) -> Result<(), String> {
     let t = &s.totals;
     let [allocs, bytes, frees, freed] = sums(s.classes.iter().map(|c| &c.counts));
@@ -360,29 +355,6 @@ fn check_sums(s: &Snapshot) -> Result<(), String> {
             t.live_bytes,
             allocs - frees,
             bytes - freed
-        ));
-    }
-    let young = [s.young_free.0, s.young_free.1].map(u128::from);
-    if young[0] > frees || young[1] > freed {
-        return Err(format!(
-            "inconsistent counters: {} frees of young blocks ({} bytes), of {frees} frees \
-             ({freed} bytes) in all",
-            s.young_free.0, s.young_free.1
-        ));
-    }
-    let [tag_allocs, tag_bytes, ..] = sums(s.tags.iter().map(|t| &t.counts));
-    if tag_allocs > allocs || tag_bytes > bytes {
-        return Err(format!(
-            "inconsistent counters: the scope tags count {tag_allocs} allocations ({tag_bytes} \
-             bytes), more than the {allocs} ({bytes} bytes) of the totals"
-        ));
-    }
-    let [site_units, site_bytes, ..] = sums(s.sites.iter().map(|c| &c.counts));
-    let site_allocs = site_units / u128::from(stats::UNIT);
-    if s.sampled_mean.is_none() && (site_allocs > allocs || site_bytes > bytes) {
-        return Err(format!(
-            "inconsistent counters: the call sites count {site_allocs} allocations ({site_bytes} \
-             bytes), more than the {allocs} ({bytes} bytes) of the totals"
         ));
     }
     Ok(())
@@ -1093,45 +1065,6 @@ mod tests {
         let mut v = demo_snapshot();
         v["snapshot"]["totals"]["live_bytes"] = Value::from(135_080u64);
         assert!(format_error(&v).contains("the size classes add up to"));
-    }
-
-    #[test]
-    fn a_snapshots_young_frees_above_its_frees_are_a_format_error() {
-        let mut v = demo_snapshot();
-        v["snapshot"]["young_free"] = serde_json::json!([1u64 << 40, 0]);
-        assert!(format_error(&v).contains("frees of young blocks"));
-    }
-
-    #[test]
-    fn scope_tags_counting_more_than_the_totals_are_a_format_error() {
-        let mut v = demo_snapshot();
-        v["snapshot"]["tags"][0]["alloc_bytes"] = Value::from(i64::MAX);
-        assert!(format_error(&v).contains("the scope tags count"));
-    }
-
-    #[test]
-    fn exact_call_sites_counting_more_than_the_totals_are_a_format_error() {
-        let mut v = demo_snapshot();
-        v["snapshot"]["sites"][0]["alloc_bytes"] = Value::from(i64::MAX);
-        assert!(format_error(&v).contains("the call sites count"));
-    }
-
-    #[test]
-    fn sampled_call_sites_may_estimate_more_than_the_totals() {
-        let mut v = demo_snapshot();
-        v["snapshot"]["sampled_mean"] = Value::from(512u64 * 1024);
-        v["snapshot"]["sites"][0]["alloc_bytes"] = Value::from(1u64 << 40);
-        assert!(read_value(&v).is_ok());
-    }
-
-    #[test]
-    fn a_snapshots_site_without_frames_is_a_format_error() {
-        let mut v = demo_snapshot();
-        v["snapshot"]["sites"][0]
-            .as_object_mut()
-            .unwrap()
-            .remove("site");
-        assert!(format_error(&v).contains("has no frames"));
     }
 
     #[test]

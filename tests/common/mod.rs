@@ -267,6 +267,25 @@ pub fn timeline_file() -> String {
     timeline_file_of((0..=STEPS).map(snapshot).collect())
 }
 
+/// Halves the counts of the top site of `snapshot` (as `snapshot` gives it) and returns a copy
+/// of it with those halves, for a test to give other frames (or another type) and add: the sites
+/// then still count what the totals do, as two paths to one allocation would.
+pub fn split_top_site(snapshot: &mut Value) -> Value {
+    let top = &mut snapshot["sites"][0];
+    let half = |v: &Value| {
+        let n = v.as_u64().expect("a count");
+        assert_eq!(n % 2, 0, "the top site's counts are even");
+        json!(n / 2)
+    };
+    for field in ["alloc_blocks", "alloc_bytes", "free_blocks", "free_bytes"] {
+        top[field] = half(&top[field]);
+    }
+    for i in 0..2 {
+        top["young_free"][i] = half(&top["young_free"][i]);
+    }
+    top.clone()
+}
+
 /// A snapshot (as `snapshot` gives, perhaps edited) as a snapshot file.
 pub fn snapshot_file_of(snapshot: Value) -> String {
     json!({"heapdelta_format": 1, "kind": "snapshot", "snapshot": snapshot}).to_string()
