@@ -1052,7 +1052,15 @@ impl Timeline {
                 to: to.to_string(),
             });
         }
-        Ok(end.since(start))
+        let mut delta = end.since(start);
+        // A checkpoint picked by its number among several of one label (`tick#2`) is named so.
+        if start.label() != Some(from) {
+            delta.from_label = Some(from.to_string());
+        }
+        if end.label() != Some(to) {
+            delta.label = Some(to.to_string());
+        }
+        Ok(delta)
     }
 
     /// Sites whose live bytes rose in every one of the last 5 steps between checkpoints (or in
@@ -1281,6 +1289,18 @@ mod tests {
                 .contains("3 checkpoints are labelled \"tick\""),
             "{beyond}"
         );
+    }
+
+    #[test]
+    fn a_window_between_checkpoints_picked_by_number_is_named_by_them() {
+        let t = labelled_timeline(&["start", "tick", "tick", "tick"]);
+        let d = t.between("tick#1", "tick#3").unwrap();
+        assert_eq!(
+            (d.from_label(), d.label()),
+            (Some("tick#1"), Some("tick#3"))
+        );
+        let d = t.between("start", "tick#2").unwrap();
+        assert_eq!((d.from_label(), d.label()), (Some("start"), Some("tick#2")));
     }
 
     #[test]

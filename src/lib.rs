@@ -14,6 +14,7 @@
 //! # #[global_allocator]
 //! # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
 //! fn main() {
+//!     heapdelta::checkpoint("start"); // so that step 1 holds only what step 1 allocated
 //!     let mut history = Vec::new();
 //!     for step in 1..=3 {
 //!         history.push(vec![0.0f32; 100]); // grows every step

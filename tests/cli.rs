@@ -282,15 +282,11 @@ fn snapshot_with_control_characters(dir: &Path) -> std::path::PathBuf {
 fn show_lists_call_paths_to_one_frame_as_one_site() {
     let dir = common::temp_dir("show_leaf");
     let mut snapshot = common::snapshot(4);
-    let sites = snapshot["sites"].as_array_mut().unwrap();
-    // The top site's 32 blocks of 4 KiB, split between two paths to its frame: 16 each (block
-    // counts in 2^16ths), so that the sites still add up to the totals.
-    sites[0]["alloc_blocks"] = (16u64 << 16).into();
-    sites[0]["alloc_bytes"] = (64u64 << 10).into();
-    let mut other = sites[0].clone();
+    // The top site's 32 blocks of 4 KiB, split between two paths to its frame.
+    let mut other = common::split_top_site(&mut snapshot);
     other["id"] = 99.into();
     other["site"]["frames"][1]["function"] = "service::warm_up".into();
-    sites.push(other);
+    snapshot["sites"].as_array_mut().unwrap().push(other);
     let path = dir.join("two_paths.json");
     std::fs::write(&path, common::snapshot_file_of(snapshot)).unwrap();
     let run = heapdelta(["show", arg(&path)]);
@@ -614,6 +610,24 @@ fn export_of_a_snapshot_without_call_sites_fails_with_one_line() {
         let out = dir.join(format!("out.{format}"));
         let run = heapdelta(["export", "--format", format, arg(&input), "-o", arg(&out)]);
         assert_one_line_failure(&run, 1, "sites=off or CallSites::Off");
+        assert!(!out.exists());
+    }
+}
+
+#[test]
+fn a_flamegraph_of_a_snapshot_without_call_sites_names_the_file_read_and_why() {
+    let dir = demo("flamegraph_no_sites");
+    let mut file: serde_json::Value = serde_json::from_str(&common::snapshot_file()).unwrap();
+    file["snapshot"]["sites"] = serde_json::json!([]);
+    let input = dir.join("no_sites.json");
+    std::fs::write(&input, file.to_string()).unwrap();
+    let out = dir.join("out.svg");
+    for folded in [&[][..], &["--folded"]] {
+        let mut args = vec!["flamegraph", arg(&input), "-o", arg(&out)];
+        args.extend_from_slice(folded);
+        let run = heapdelta(args);
+        assert_one_line_failure(&run, 1, "sites=off or CallSites::Off");
+        assert!(run.stderr.contains("no_sites.json"), "{}", run.stderr);
         assert!(!out.exists());
     }
 }

@@ -407,7 +407,9 @@ fn growth_table(d: &Delta, by: By, top: usize) -> String {
 }
 
 fn flamegraph(path: &Path, output: &Path, window: &Window, folded: bool) -> Outcome {
-    let written = match (select(path, window)?, folded) {
+    let selection = select(path, window)?;
+    sites_recorded(path, &selection, "draw")?;
+    let written = match (selection, folded) {
         (Selection::Live(s), true) => write_folded(output, &s.folded()),
         (Selection::Growth(d), true) => write_folded(output, &d.folded()),
         (Selection::Live(s), false) => s.write_flamegraph(output),
@@ -442,18 +444,8 @@ fn plot(path: &Path, output: &Path) -> Outcome {
 
 fn export(format: Format, path: &Path, output: &Path, window: &Window) -> Outcome {
     let selection = select(path, window)?;
-    let sites_recorded = match &selection {
-        Selection::Live(s) => s.sites.iter().next().is_some() || s.totals().total_blocks == 0,
-        Selection::Growth(d) => !d.sites().is_empty() || d.allocated_blocks() == 0,
-    };
-    if !sites_recorded {
-        // The viewers would show a profile of nothing, its totals 0.
-        return Err(fail(
-            path,
-            "nothing to export: no call site was recorded (the run had HEAPDELTA=sites=off or \
-             CallSites::Off, or, with sampled sites, no allocation in the window was sampled)",
-        ));
-    }
+    // The viewers would show a profile of nothing, its totals 0.
+    sites_recorded(path, &selection, "export")?;
     let written = match (selection, format) {
         (Selection::Live(s), Format::Pprof) => s.write_pprof(output),
         (Selection::Live(s), Format::Dhat) => s.write_dhat(output),
@@ -461,6 +453,25 @@ fn export(format: Format, path: &Path, output: &Path, window: &Window) -> Outcom
         (Selection::Growth(d), Format::Dhat) => d.write_dhat(output),
     };
     written.map_err(|e| fail(output, e))
+}
+
+/// An error naming the file read, when the run recorded no call site where it allocated: there
+/// is nothing by site to `verb`, and the reason is the run's, not the output's.
+fn sites_recorded(path: &Path, selection: &Selection, verb: &str) -> Outcome {
+    let recorded = match selection {
+        Selection::Live(s) => s.sites.iter().next().is_some() || s.totals().total_blocks == 0,
+        Selection::Growth(d) => !d.sites().is_empty() || d.allocated_blocks() == 0,
+    };
+    if recorded {
+        return Ok(());
+    }
+    Err(fail(
+        path,
+        format!(
+            "nothing to {verb}: no call site was recorded (the run had HEAPDELTA=sites=off or \
+             CallSites::Off, or, with sampled sites, no allocation in the window was sampled)"
+        ),
+    ))
 }
 
 /// Site figures as the text reports list them: told apart by first frame and type

@@ -271,7 +271,12 @@ impl Delta {
                 "live bytes", "blocks", third
             );
             if rows.is_empty() {
-                let _ = writeln!(out, "{:>12}  (nothing was counted by {name} here)", "");
+                let nothing = if self.is_comparison() {
+                    format!("no {name} differs between the two")
+                } else {
+                    format!("nothing was counted by {name} here")
+                };
+                let _ = writeln!(out, "{:>12}  ({nothing})", "");
             }
             for (live_bytes, live_blocks, third, name) in rows.into_iter().take(top) {
                 // A comparison knows no allocations.
@@ -762,6 +767,30 @@ mod tests {
         site.counts.alloc_blocks = 3 * crate::stats::UNIT;
         s.sites = SiteList::new(vec![site]);
         s.since(&Snapshot::zero()).to_string()
+    }
+
+    #[test]
+    fn a_comparison_of_two_runs_that_differ_nowhere_says_so() {
+        let run = |flip| {
+            let mut s = Snapshot::zero();
+            s.run ^= flip;
+            s.sites = SiteList::new(vec![SiteCount {
+                site: Some(crate::Site::new(vec![crate::Frame {
+                    function: "app::load".to_string(),
+                    file: None,
+                    line: None,
+                }])),
+                ..SiteCount::live(1, 3)
+            }]);
+            s.counting_its_sites()
+        };
+        let d = run(1).since(&run(2));
+        assert!(d.is_comparison());
+        let table = d.table(By::Site, 10);
+        assert!(
+            table.contains("(no site differs between the two)"),
+            "{table}"
+        );
     }
 
     #[test]
