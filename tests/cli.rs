@@ -760,6 +760,25 @@ fn an_output_of_dash_is_refused_rather_than_written_as_a_file_named_dash() {
 }
 
 #[test]
+fn folded_stacks_to_dash_go_to_standard_output() {
+    let dir = demo("folded_stdout");
+    let to_file = dir.join("stacks.folded");
+    let snapshot = dir.join("step4.json");
+    let run = heapdelta([
+        "flamegraph",
+        arg(&snapshot),
+        "--folded",
+        "-o",
+        arg(&to_file),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = heapdelta(["flamegraph", arg(&snapshot), "--folded", "-o", "-"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, std::fs::read_to_string(&to_file).unwrap());
+    assert!(!Path::new("-").exists());
+}
+
+#[test]
 fn an_output_that_is_the_file_read_is_refused_and_the_file_kept() {
     let dir = demo("output_is_input");
     let snapshot = dir.join("step4.json");

@@ -78,7 +78,8 @@ enum Command {
     Flamegraph {
         /// A snapshot or timeline JSON file.
         file: PathBuf,
-        /// The SVG to write (the folded stacks, with --folded).
+        /// The SVG to write (the folded stacks, with --folded; `-` writes those to standard
+        /// output).
         #[arg(short, long)]
         output: PathBuf,
         #[command(flatten)]
@@ -235,6 +236,12 @@ where
 /// command reads, which writing would replace.
 fn refused_output(command: &Command) -> Option<String> {
     let (input, output) = match command {
+        // Folded stacks are text, for a pipe into another tool.
+        Command::Flamegraph {
+            output,
+            folded: true,
+            ..
+        } if output.as_os_str() == "-" => return None,
         Command::Flamegraph { file, output, .. }
         | Command::Plot { file, output }
         | Command::Export { file, output, .. } => (file, output),
@@ -409,9 +416,15 @@ fn growth_table(d: &Delta, by: By, top: usize) -> String {
 fn flamegraph(path: &Path, output: &Path, window: &Window, folded: bool) -> Outcome {
     let selection = select(path, window)?;
     sites_recorded(path, &selection, "draw")?;
+    let stacks = |folded: String| {
+        if output.as_os_str() == "-" && !folded.is_empty() {
+            return print_out(&folded);
+        }
+        write_folded(output, &folded).map_err(|e| fail(output, e))
+    };
     let written = match (selection, folded) {
-        (Selection::Live(s), true) => write_folded(output, &s.folded()),
-        (Selection::Growth(d), true) => write_folded(output, &d.folded()),
+        (Selection::Live(s), true) => return stacks(s.folded()),
+        (Selection::Growth(d), true) => return stacks(d.folded()),
         (Selection::Live(s), false) => s.write_flamegraph(output),
         (Selection::Growth(d), false) => d.write_flamegraph(output),
     };
