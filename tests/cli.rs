@@ -599,13 +599,19 @@ fn export_of_a_window_writes_its_growth() {
         .contains("heapdelta growth"));
 }
 
-#[test]
-fn export_of_a_snapshot_without_call_sites_fails_with_one_line() {
-    let dir = demo("export_no_sites");
+/// Writes the demo snapshot without its call sites (a run with sites off) to `dir/no_sites.json`.
+fn snapshot_without_call_sites(dir: &Path) -> std::path::PathBuf {
     let mut file: serde_json::Value = serde_json::from_str(&common::snapshot_file()).unwrap();
     file["snapshot"]["sites"] = serde_json::json!([]);
     let input = dir.join("no_sites.json");
     std::fs::write(&input, file.to_string()).unwrap();
+    input
+}
+
+#[test]
+fn export_of_a_snapshot_without_call_sites_fails_with_one_line() {
+    let dir = demo("export_no_sites");
+    let input = snapshot_without_call_sites(&dir);
     for format in ["pprof", "dhat"] {
         let out = dir.join(format!("out.{format}"));
         let run = heapdelta(["export", "--format", format, arg(&input), "-o", arg(&out)]);
@@ -617,10 +623,7 @@ fn export_of_a_snapshot_without_call_sites_fails_with_one_line() {
 #[test]
 fn a_flamegraph_of_a_snapshot_without_call_sites_names_the_file_read_and_why() {
     let dir = demo("flamegraph_no_sites");
-    let mut file: serde_json::Value = serde_json::from_str(&common::snapshot_file()).unwrap();
-    file["snapshot"]["sites"] = serde_json::json!([]);
-    let input = dir.join("no_sites.json");
-    std::fs::write(&input, file.to_string()).unwrap();
+    let input = snapshot_without_call_sites(&dir);
     let out = dir.join("out.svg");
     for folded in [&[][..], &["--folded"]] {
         let mut args = vec!["flamegraph", arg(&input), "-o", arg(&out)];
