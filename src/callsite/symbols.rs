@@ -245,11 +245,13 @@ fn system_library_frame(ip: usize) -> Option<RawFrame> {
     // loader for as long as the object stays loaded, which it does while its code is on a stack
     // this report names.
     let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy();
-    if !SYSTEM_LIBRARY_DIRS.iter().any(|dir| path.starts_with(dir)) {
+    let library = path.rsplit('/').next().unwrap_or(&path);
+    // A shared object (`libc.so.6`), never a program installed there (`/usr/lib/pkg/bin/tool`).
+    let shared_object = library.contains(".so");
+    if !(shared_object && SYSTEM_LIBRARY_DIRS.iter().any(|dir| path.starts_with(dir))) {
         return None;
     }
     let function = if info.dli_sname.is_null() {
-        let library = path.rsplit('/').next().unwrap_or(&path);
         format!("{library}+{:#x}", ip.wrapping_sub(info.dli_fbase as usize))
     } else {
         // SAFETY: a non-null `dli_sname` is a NUL-terminated name in the object's symbol table.
