@@ -801,6 +801,25 @@ fn an_output_that_is_the_file_read_is_refused_and_the_file_kept() {
 }
 
 #[test]
+fn an_output_that_is_a_hard_link_to_the_file_read_is_refused() {
+    let dir = demo("output_is_linked_input");
+    let snapshot = dir.join("step4.json");
+    let before = std::fs::read(&snapshot).unwrap();
+    let link = dir.join("linked.json");
+    std::fs::hard_link(&snapshot, &link).unwrap();
+    let run = heapdelta([
+        "export",
+        "--format",
+        "dhat",
+        arg(&snapshot),
+        "-o",
+        arg(&link),
+    ]);
+    assert_one_line_failure(&run, 2, "that is the file read");
+    assert_eq!(std::fs::read(&snapshot).unwrap(), before);
+}
+
+#[test]
 fn a_path_with_a_line_break_is_named_on_one_line() {
     let dir = demo("path_line_break");
     let run = heapdelta(["show", arg(&dir.join("no\nsuch.json"))]);

@@ -11,6 +11,7 @@ mod capture;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod cfi;
 mod intern;
+mod loaded;
 mod sampler;
 mod site;
 pub(crate) mod symbols;

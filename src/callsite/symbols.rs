@@ -30,6 +30,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::buffer::STACK_WORDS;
 use super::intern::{self, SiteId, NO_SITE, OVERFLOW};
+use super::loaded;
 use super::site::{Frame, Site};
 use super::typename;
 
@@ -219,55 +220,59 @@ fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
     raw
 }
 
-/// Where the system keeps its shared libraries (see `system_library_frame`).
-const SYSTEM_LIBRARY_DIRS: &[&str] = &["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"];
+/// The file names the system's C runtime libraries start with (glibc's `libc.so.6`, older
+/// `libc-2.31.so`, the dynamic loader, libgcc's unwinder, musl, libstdc++); see
+/// `system_library_frame`.
+const C_RUNTIME_LIBRARIES: &[&str] = &[
+    "libc.so",
+    "libc-",
+    "ld-linux",
+    "ld-musl",
+    "libgcc_s",
+    "libpthread",
+    "libdl.so",
+    "libdl-",
+    "libm.so",
+    "libm-",
+    "librt",
+    "libstdc++",
+];
 
-/// The frame of a return address in one of the system's shared libraries (libc's start routines
-/// under every stack, a C library calling back into the program), named from the dynamic symbol
-/// table as the runtime's: its debug information is not read. Reading it, where it is installed
-/// (Debian's `libc6-dbg`, which valgrind asks for), cost 30 MB of heap for libc alone, for a
-/// frame trimmed as the runtime's anyway. `None` for any other address.
+/// The frame of a return address in one of the system's C runtime libraries (libc's start
+/// routines under every stack, libgcc's unwinder, libc calling back into the program), named
+/// after its library and offset, `libc.so.6+0x29d90`, as the runtime's: its debug information is
+/// not read. Reading it, where it is installed (Debian's `libc6-dbg`, which valgrind asks for),
+/// cost 30 MB of heap for libc alone, for a frame trimmed as the runtime's anyway. Libraries are
+/// told by their file name, never by their directory: a program (or a Rust library) installed
+/// under `/usr/lib` keeps its frames. `None` for any other address.
 fn system_library_frame(ip: usize) -> Option<RawFrame> {
-    let pc = ip.wrapping_sub(1) as *const c_void;
-    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
-    // SAFETY: `dladdr` only reads the dynamic loader's tables, for any address, and fills the
-    // `Dl_info` it is given, which is valid when zeroed (null pointers).
-    let found = unsafe { libc::dladdr(pc, info.as_mut_ptr()) };
-    if found == 0 {
-        return None;
-    }
-    // SAFETY: zero-initialised, then filled by the successful call above.
-    let info = unsafe { info.assume_init() };
-    if info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: a non-null `dli_fname` is the loaded object's NUL-terminated path, owned by the
-    // loader for as long as the object stays loaded, which it does while its code is on a stack
-    // this report names.
-    let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_string_lossy();
+    let (path, base) = loaded::object_of(ip.wrapping_sub(1))?;
     let library = path.rsplit('/').next().unwrap_or(&path);
-    // A shared object (`libc.so.6`), never a program installed there (`/usr/lib/pkg/bin/tool`).
-    let shared_object = library.contains(".so");
-    if !(shared_object && SYSTEM_LIBRARY_DIRS.iter().any(|dir| path.starts_with(dir))) {
+    if !C_RUNTIME_LIBRARIES.iter().any(|l| library.starts_with(l)) {
         return None;
     }
-    let function = if info.dli_sname.is_null() {
-        format!("{library}+{:#x}", ip.wrapping_sub(info.dli_fbase as usize))
-    } else {
-        // SAFETY: a non-null `dli_sname` is a NUL-terminated name in the object's symbol table.
-        unsafe { std::ffi::CStr::from_ptr(info.dli_sname) }
-            .to_string_lossy()
-            .into_owned()
-    };
     Some(RawFrame {
         frame: Frame {
-            function,
+            function: format!("{library}+{:#x}", ip.wrapping_sub(base)),
             file: None,
             line: None,
         },
         origin: Origin::Runtime,
         inlined: false,
     })
+}
+
+/// Whether `f`, a stack's outermost frame, is where a thread starts: in libc (its start routines,
+/// named after the library when its debug information is not read, see
+/// `system_library_frame`), or a start routine by name.
+fn is_thread_start(f: &RawFrame) -> bool {
+    let function = f.frame.function.as_str();
+    f.origin == Origin::Runtime
+        && (function.starts_with("libc.so")
+            || function.starts_with("libc-")
+            || RUNTIME_NAMES.contains(&function)
+            || function.starts_with("__libc_start")
+            || function.contains("lang_start"))
 }
 
 /// Gives back to the program the frames of merged code inside its own compiled functions that
@@ -488,12 +493,11 @@ fn cut_marker(frames: usize) -> Frame {
 
 /// Trims, folds and shortens resolved frames into a site with its derived type. `cut_at`: the
 /// capture filled its depth, of that many frames. Such a site without a frame of the program's
-/// (whose stack has not reached the thread's start, whose frames are the runtime's) opens with
+/// (whose stack has not reached the thread's start, see `is_thread_start`) opens with
 /// [`cut_marker`], so that it does not read like an allocation made by library code alone.
 fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) -> String) -> Site {
     let cut = cut_at.filter(|_| {
-        raw.last().is_some_and(|f| f.origin != Origin::Runtime)
-            && !raw.iter().any(|f| f.origin == Origin::User)
+        !raw.last().is_some_and(is_thread_start) && !raw.iter().any(|f| f.origin == Origin::User)
     });
     // The program's own code, else (an allocation made only in its dependencies' code, a
     // runtime's worker thread, say) theirs.
@@ -908,12 +912,14 @@ mod tests {
     }
 
     #[test]
-    fn a_frame_in_the_system_libc_is_the_runtimes_named_from_its_symbols() {
-        // A return address just inside `getpid`, which libc exports (as `__getpid` too).
+    fn a_frame_in_libc_is_the_runtimes_named_after_the_library() {
+        // A return address just inside `getpid`.
         let ip = libc::getpid as *const () as usize + 1;
         let frame = system_library_frame(ip).expect("libc is a system library here");
         assert_eq!(frame.origin, Origin::Runtime);
-        assert!(frame.frame.function.ends_with("getpid"), "{frame:?}");
+        assert!(frame.frame.function.starts_with("libc"), "{frame:?}");
+        assert!(frame.frame.function.contains("+0x"), "{frame:?}");
+        assert!(is_thread_start(&frame));
         assert_eq!((frame.frame.file, frame.frame.line), (None, None));
     }
 
@@ -1028,11 +1034,35 @@ mod tests {
 
     #[test]
     fn a_full_stack_that_reaches_the_threads_start_is_not_said_cut() {
-        let raw = library_stack(raw("start_thread", None, 0));
-        let site = build_site(raw, Some(32), &|path| shorten_path(path, None, None, None));
-        assert_eq!(
-            site.frames()[0].function,
-            "rayon_core::registry::Registry::new"
+        for start in [
+            "start_thread",
+            "__libc_start_call_main",
+            "libc.so.6+0x29d90",
+        ] {
+            let mut outermost = raw(start, None, 0);
+            outermost.origin = Origin::Runtime;
+            let raw = library_stack(outermost);
+            let site = build_site(raw, Some(32), &|path| shorten_path(path, None, None, None));
+            assert_eq!(
+                site.frames()[0].function,
+                "rayon_core::registry::Registry::new",
+                "{start}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stack_cut_in_the_unwinders_library_is_said_cut() {
+        // The runtime's, but not where a thread starts: libgcc's `_Unwind_Backtrace` under a
+        // `Backtrace::force_capture`, cut there by the depth.
+        let mut outermost = raw("libgcc_s.so.1+0x1a2b3", None, 0);
+        outermost.origin = Origin::Runtime;
+        let site = build_site(library_stack(outermost), Some(8), &|path| {
+            shorten_path(path, None, None, None)
+        });
+        assert!(
+            site.to_string().starts_with("(stack cut at 8 frames"),
+            "{site}"
         );
     }
 

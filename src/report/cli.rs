@@ -262,10 +262,12 @@ fn refused_output(command: &Command) -> Option<String> {
     })
 }
 
-/// Whether `a` and `b` name one existing file (through symbolic links or different spellings).
+/// Whether `a` and `b` name one existing file (through links, hard or symbolic, or different
+/// spellings): the same device and inode.
 fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
         _ => false,
     }
 }

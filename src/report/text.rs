@@ -272,7 +272,7 @@ impl Delta {
             );
             if rows.is_empty() {
                 let nothing = if self.is_comparison() {
-                    format!("no {name} differs between the two")
+                    format!("nothing counted by {name} differs between the two")
                 } else {
                     format!("nothing was counted by {name} here")
                 };
@@ -788,7 +788,7 @@ mod tests {
         assert!(d.is_comparison());
         let table = d.table(By::Site, 10);
         assert!(
-            table.contains("(no site differs between the two)"),
+            table.contains("(nothing counted by site differs between the two)"),
             "{table}"
         );
     }

@@ -1,0 +1,93 @@
+//! Which loaded object (the program or a shared library) holds an address, from the dynamic
+//! loader's list, read while the loader's lock keeps that list and its names in place.
+
+/// The path of the loaded object whose segments hold `addr` (empty for the program itself, as
+/// the loader names it) and the address it was loaded at; `None` when no loaded object holds it.
+#[cfg(target_os = "linux")]
+pub(crate) fn object_of(addr: usize) -> Option<(String, usize)> {
+    let mut query = Query { addr, found: None };
+    // SAFETY: `callback` has the signature `dl_iterate_phdr` expects and only uses `data` as the
+    // `Query` passed here, which outlives the call.
+    unsafe {
+        libc::dl_iterate_phdr(
+            Some(callback),
+            (&mut query as *mut Query).cast::<libc::c_void>(),
+        );
+    }
+    query.found
+}
+
+/// Off Linux the loader's list is not read: no object is named.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn object_of(_addr: usize) -> Option<(String, usize)> {
+    None
+}
+
+/// What `dl_iterate_phdr`'s callback is asked and answers.
+#[cfg(target_os = "linux")]
+struct Query {
+    addr: usize,
+    found: Option<(String, usize)>,
+}
+
+/// `dl_iterate_phdr`'s callback: for the object whose loaded segments hold the address, copies
+/// its path (while the loader's lock keeps it loaded) and stops the iteration (non-zero).
+#[cfg(target_os = "linux")]
+unsafe extern "C" fn callback(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: `data` is the `Query` `object_of` passed, and `info` describes a loaded object
+    // whose `dlpi_phnum` program headers start at `dlpi_phdr`, as `dl_iterate_phdr` guarantees.
+    let (query, info) = unsafe { (&mut *data.cast::<Query>(), &*info) };
+    let phdrs = if info.dlpi_phdr.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
+    };
+    let base = info.dlpi_addr as usize;
+    let holds = phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD).any(|p| {
+        let start = base.wrapping_add(p.p_vaddr as usize);
+        (start..start.saturating_add(p.p_memsz as usize)).contains(&query.addr)
+    });
+    if !holds {
+        return 0;
+    }
+    let path = if info.dlpi_name.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a non-null `dlpi_name` is the object's NUL-terminated path, which the loader
+        // keeps while the object is loaded: at least for this callback, under the loader's lock.
+        unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    query.found = Some((path, base));
+    1
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_is_the_object_without_a_path() {
+        let here = the_program_is_the_object_without_a_path as *const () as usize;
+        assert_eq!(object_of(here).map(|(path, _)| path), Some(String::new()));
+    }
+
+    #[test]
+    fn libc_is_found_by_an_address_in_it() {
+        let getpid = libc::getpid as *const () as usize;
+        let (path, base) = object_of(getpid).expect("libc is loaded");
+        assert!(path.contains("libc"), "{path}");
+        assert!(base <= getpid);
+    }
+
+    #[test]
+    fn an_address_in_no_object_is_none() {
+        assert_eq!(object_of(16), None);
+    }
+}
