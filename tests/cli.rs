@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 struct Run {
@@ -781,42 +781,40 @@ fn folded_stacks_to_dash_go_to_standard_output() {
     assert!(!Path::new("-").exists());
 }
 
-#[test]
-fn an_output_that_is_the_file_read_is_refused_and_the_file_kept() {
-    let dir = demo("output_is_input");
+/// Exports the demo's last snapshot as DHAT to the output `name_output` gives for it (in the
+/// test's directory), which is the snapshot itself: the export is refused and the snapshot kept.
+fn export_onto_the_snapshot_is_refused(test: &str, name_output: impl Fn(&Path) -> PathBuf) {
+    let dir = demo(test);
     let snapshot = dir.join("step4.json");
     let before = std::fs::read(&snapshot).unwrap();
-    // Spelled differently from the input, as the same file.
-    let same = dir.join(".").join("step4.json");
+    let output = name_output(&snapshot);
     let run = heapdelta([
         "export",
         "--format",
         "dhat",
         arg(&snapshot),
         "-o",
-        arg(&same),
+        arg(&output),
     ]);
     assert_one_line_failure(&run, 2, "that is the file read");
     assert_eq!(std::fs::read(&snapshot).unwrap(), before);
 }
 
 #[test]
+fn an_output_that_is_the_file_read_is_refused_and_the_file_kept() {
+    // Spelled differently from the input, as the same file.
+    export_onto_the_snapshot_is_refused("output_is_input", |snapshot| {
+        snapshot.parent().unwrap().join(".").join("step4.json")
+    });
+}
+
+#[test]
 fn an_output_that_is_a_hard_link_to_the_file_read_is_refused() {
-    let dir = demo("output_is_linked_input");
-    let snapshot = dir.join("step4.json");
-    let before = std::fs::read(&snapshot).unwrap();
-    let link = dir.join("linked.json");
-    std::fs::hard_link(&snapshot, &link).unwrap();
-    let run = heapdelta([
-        "export",
-        "--format",
-        "dhat",
-        arg(&snapshot),
-        "-o",
-        arg(&link),
-    ]);
-    assert_one_line_failure(&run, 2, "that is the file read");
-    assert_eq!(std::fs::read(&snapshot).unwrap(), before);
+    export_onto_the_snapshot_is_refused("output_is_linked_input", |snapshot| {
+        let link = snapshot.with_file_name("linked.json");
+        std::fs::hard_link(snapshot, &link).unwrap();
+        link
+    });
 }
 
 #[test]
