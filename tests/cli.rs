@@ -268,7 +268,7 @@ fn diff_of_snapshots_from_two_runs_compares_what_was_live() {
 
 /// Writes the last demo snapshot with control characters in its top site's function and type
 /// names, as a damaged or hostile file may have them, into `dir/ctrl.json`.
-fn snapshot_with_control_characters(dir: &Path) -> std::path::PathBuf {
+fn snapshot_with_control_characters(dir: &Path) -> PathBuf {
     let mut snapshot = common::snapshot(4);
     let site = &mut snapshot["sites"][0]["site"];
     site["frames"][0]["function"] = "f\u{1b}[31m;x\ny".into();
@@ -329,7 +329,7 @@ fn folded_stacks_hold_no_control_characters_from_the_file() {
 
 /// The demo timeline followed by the snapshot `HEAPDELTA=report=` adds at exit: not a
 /// checkpoint, taken once the program has freed everything.
-fn timeline_with_exit_snapshot(dir: &Path) -> std::path::PathBuf {
+fn timeline_with_exit_snapshot(dir: &Path) -> PathBuf {
     let mut exit = common::snapshot(4);
     exit["label"] = "exit".into();
     exit["checkpoint"] = false.into();
@@ -600,7 +600,7 @@ fn export_of_a_window_writes_its_growth() {
 }
 
 /// Writes the demo snapshot without its call sites (a run with sites off) to `dir/no_sites.json`.
-fn snapshot_without_call_sites(dir: &Path) -> std::path::PathBuf {
+fn snapshot_without_call_sites(dir: &Path) -> PathBuf {
     let mut file: serde_json::Value = serde_json::from_str(&common::snapshot_file()).unwrap();
     file["snapshot"]["sites"] = serde_json::json!([]);
     let input = dir.join("no_sites.json");
