@@ -71,31 +71,6 @@ pub(crate) struct SiteCount {
 }
 
 #[cfg(test)]
-impl Snapshot {
-    /// The snapshot with its sites' allocations as its totals, in one size class of 8 bytes, as
-    /// a snapshot of a program that allocated nothing else would count them.
-    pub(crate) fn counting_its_sites(mut self) -> Snapshot {
-        let mut all = Counts::default();
-        for c in self.sites.iter() {
-            all.add(&c.counts);
-        }
-        self.classes = vec![ClassCount {
-            size: 8,
-            counts: all,
-        }];
-        self.totals = Totals {
-            live_bytes: all.live_bytes(),
-            live_blocks: all.live_blocks(),
-            peak_bytes: all.live_bytes(),
-            peak_blocks: all.live_blocks(),
-            total_bytes: all.alloc_bytes,
-            total_blocks: all.alloc_blocks,
-        };
-        self
-    }
-}
-
-#[cfg(test)]
 impl SiteCount {
     /// Site `id` with `allocs` live blocks of 8 bytes, not resolved.
     pub(crate) fn live(id: SiteId, allocs: u64) -> SiteCount {

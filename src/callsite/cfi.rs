@@ -35,6 +35,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use super::intern::hash_stack;
+use super::loaded;
 
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, NativeEndian, Pointer, Register, RegisterRule,
@@ -809,17 +810,10 @@ unsafe extern "C" fn callback(
     if search.unloaded.is_none() && size >= subs_end {
         search.unloaded = Some(info.dlpi_subs);
     }
-    let phdrs = if info.dlpi_phdr.is_null() {
-        &[][..]
-    } else {
-        // SAFETY: as above.
-        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
-    };
+    // SAFETY: `info` is what `dl_iterate_phdr` passed to this callback, read during it.
+    let phdrs = unsafe { loaded::program_headers(info) };
     let base = info.dlpi_addr as usize;
-    let segment = |p: &libc::Elf64_Phdr| {
-        let start = base.wrapping_add(p.p_vaddr as usize);
-        (start, start.saturating_add(p.p_memsz as usize))
-    };
+    let segment = |p: &loaded::Phdr| loaded::segment(base, p);
     let loads = || {
         phdrs
             .iter()

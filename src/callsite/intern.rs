@@ -266,10 +266,12 @@ pub(crate) fn stack(id: SiteId) -> &'static [usize] {
 /// Whether the stack interned as `id` filled the depth of the capture that stored it (see
 /// [`intern_captured`]): the thread's stack may go on beyond its last frame.
 pub(crate) fn was_cut(id: SiteId) -> bool {
-    let entry = storage()
+    if id == NO_SITE || id == OVERFLOW {
+        return false;
+    }
+    storage()
         .and_then(|s| s.entries.get(id as usize))
-        .map_or(0, |e| e.load(Ordering::Acquire));
-    id != NO_SITE && id != OVERFLOW && entry & CUT != 0
+        .is_some_and(|e| e.load(Ordering::Acquire) & CUT != 0)
 }
 
 /// How many distinct stacks have been interned (not counting `OVERFLOW`).

@@ -30,6 +30,36 @@ struct Query {
     found: Option<(String, usize)>,
 }
 
+/// A program header, as `dl_iterate_phdr` gives them on this target.
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+pub(crate) type Phdr = libc::Elf64_Phdr;
+/// A program header, as `dl_iterate_phdr` gives them on this target.
+#[cfg(all(target_os = "linux", target_pointer_width = "32"))]
+pub(crate) type Phdr = libc::Elf32_Phdr;
+
+/// The program headers of the loaded object `info` describes.
+///
+/// # Safety
+/// `info` must be one `dl_iterate_phdr` passed to its callback, read during that callback.
+#[cfg(target_os = "linux")]
+pub(crate) unsafe fn program_headers(info: &libc::dl_phdr_info) -> &[Phdr] {
+    if info.dlpi_phdr.is_null() {
+        return &[];
+    }
+    // SAFETY: such an `info` describes a loaded object whose `dlpi_phnum` program headers start
+    // at `dlpi_phdr`, as `dl_iterate_phdr` guarantees for the callback's duration (the caller's
+    // contract), which the returned slice's lifetime, that of `info`, does not outlast.
+    unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
+}
+
+/// The addresses `[start, end)` that the segment of program header `p` occupies in an object
+/// loaded at `base`.
+#[cfg(target_os = "linux")]
+pub(crate) fn segment(base: usize, p: &Phdr) -> (usize, usize) {
+    let start = base.wrapping_add(p.p_vaddr as usize);
+    (start, start.saturating_add(p.p_memsz as usize))
+}
+
 /// `dl_iterate_phdr`'s callback: for the object whose loaded segments hold the address, copies
 /// its path (while the loader's lock keeps it loaded) and stops the iteration (non-zero).
 #[cfg(target_os = "linux")]
@@ -38,20 +68,16 @@ unsafe extern "C" fn callback(
     _size: libc::size_t,
     data: *mut libc::c_void,
 ) -> libc::c_int {
-    // SAFETY: `data` is the `Query` `object_of` passed, and `info` describes a loaded object
-    // whose `dlpi_phnum` program headers start at `dlpi_phdr`, as `dl_iterate_phdr` guarantees.
+    // SAFETY: `data` is the `Query` `object_of` passed, and `info` is the loaded object's
+    // description `dl_iterate_phdr` passes, valid for this callback.
     let (query, info) = unsafe { (&mut *data.cast::<Query>(), &*info) };
-    let phdrs = if info.dlpi_phdr.is_null() {
-        &[][..]
-    } else {
-        // SAFETY: as above.
-        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
-    };
     let base = info.dlpi_addr as usize;
-    let holds = phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD).any(|p| {
-        let start = base.wrapping_add(p.p_vaddr as usize);
-        (start..start.saturating_add(p.p_memsz as usize)).contains(&query.addr)
-    });
+    // SAFETY: `info` is what `dl_iterate_phdr` passed to this callback, read during it.
+    let holds = unsafe { program_headers(info) }
+        .iter()
+        .filter(|p| p.p_type == libc::PT_LOAD)
+        .map(|p| segment(base, p))
+        .any(|(start, end)| (start..end).contains(&query.addr));
     if !holds {
         return 0;
     }

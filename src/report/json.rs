@@ -804,7 +804,7 @@ mod tests {
                 })
                 .collect(),
         );
-        s.counting_its_sites()
+        s
     }
 
     fn written_and_read_back(checkpoints: Vec<Snapshot>) -> Vec<Snapshot> {
@@ -941,7 +941,6 @@ mod tests {
         let mut s = Snapshot::zero();
         s.run ^= 1;
         s.sites = SiteList::new(vec![SiteCount::live(3, 2)]);
-        let s = s.counting_its_sites();
         let mut out = Vec::new();
         Timeline::new(vec![s]).write_json_to(&mut out).unwrap();
         let back = Timeline::read_json_from(&out[..]).unwrap();

@@ -782,7 +782,7 @@ mod tests {
                 }])),
                 ..SiteCount::live(1, 3)
             }]);
-            s.counting_its_sites()
+            s
         };
         let d = run(1).since(&run(2));
         assert!(d.is_comparison());
