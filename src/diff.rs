@@ -1022,8 +1022,9 @@ impl Timeline {
         Some(
             self.labelled(label)
                 .nth(n - 1)
-                .ok_or_else(|| Error::AmbiguousLabel {
+                .ok_or_else(|| Error::NoSuchNumber {
                     label: label.to_string(),
+                    n,
                     count,
                     dropped: self.dropped(),
                 }),
@@ -1282,12 +1283,15 @@ mod tests {
         ));
         assert_eq!(t.find("tick#1").map(|c| c.epoch).ok(), Some(1));
         assert_eq!(t.find("tick#3").map(|c| c.epoch).ok(), Some(3));
-        let beyond = t.find("tick#4").unwrap_err();
-        assert!(
-            beyond
-                .to_string()
-                .contains("3 checkpoints are labelled \"tick\""),
-            "{beyond}"
+    }
+
+    #[test]
+    fn label_hash_n_past_the_checkpoints_sharing_the_label_names_n_and_the_range() {
+        let t = labelled_timeline(&["start", "tick", "tick", "tick"]);
+        let beyond = t.find("tick#9").unwrap_err();
+        assert_eq!(
+            beyond.to_string(),
+            r#"no checkpoint "tick#9": only 3 checkpoints are labelled "tick"; pick one as "tick#1" to "tick#3""#
         );
     }
 

@@ -52,6 +52,18 @@ pub enum Error {
         /// kept.
         dropped: u64,
     },
+    /// `label#n` asked for the `n`th of the checkpoints sharing a label, and fewer have it.
+    NoSuchNumber {
+        /// The label the checkpoints share (without `#n`).
+        label: String,
+        /// The number asked for.
+        n: usize,
+        /// How many of the kept checkpoints have the label.
+        count: usize,
+        /// Checkpoints not kept (see [`crate::keep_checkpoints`]), which `label#n` does not
+        /// count.
+        dropped: u64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -102,17 +114,37 @@ impl fmt::Display for Error {
                     format!("{label}#1"),
                     format!("{label}#{count}")
                 )?;
-                match dropped {
-                    0 => Ok(()),
-                    n => write!(
-                        f,
-                        "; {} were not kept (keep_checkpoints or HEAPDELTA=keep=) and are not \
-                         counted",
-                        count_checkpoints(*n)
-                    ),
-                }
+                not_counted(f, *dropped)
+            }
+            Error::NoSuchNumber {
+                label,
+                n,
+                count,
+                dropped,
+            } => {
+                write!(
+                    f,
+                    "no checkpoint {:?}: only {count} checkpoints are labelled {label:?}; pick one \
+                     as {:?} to {:?}",
+                    format!("{label}#{n}"),
+                    format!("{label}#1"),
+                    format!("{label}#{count}")
+                )?;
+                not_counted(f, *dropped)
             }
         }
+    }
+}
+
+/// The end of a message about checkpoints picked by number: how many were not kept, if any.
+fn not_counted(f: &mut fmt::Formatter<'_>, dropped: u64) -> fmt::Result {
+    match dropped {
+        0 => Ok(()),
+        n => write!(
+            f,
+            "; {} were not kept (keep_checkpoints or HEAPDELTA=keep=) and are not counted",
+            count_checkpoints(n)
+        ),
     }
 }
 
