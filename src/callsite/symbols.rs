@@ -206,6 +206,7 @@ fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
         Some(outermost) => {
             outermost.inlined = false;
             program_frames_of_merged_code(&mut raw);
+            std_frames_without_location(&mut raw);
         }
         None => raw.push(RawFrame {
             frame: Frame {
@@ -298,6 +299,25 @@ fn program_frames_of_merged_code(raw: &mut [RawFrame]) {
             };
             f.frame.file = None;
             f.frame.line = None;
+        }
+    }
+}
+
+/// Gives std the frames without a file that were inlined into std's own. Line-tables-only debug
+/// information names an inlined function without its path (`try_allocate_in<alloc::alloc::Global>`)
+/// and, where the compiler left its code without a line (line 0), without a file either: neither
+/// tells whose it is, and such a frame was taken as the program's, naming the site after std's
+/// raw-vector code (a user trial: a program's busiest site, `to_string` at two lines of its own,
+/// was counted at `try_allocate_in`). Its caller, the function it was inlined into, is std's; the
+/// program's code inlined there (a closure passed to an iterator) has its own file and line, so a
+/// frame of it is taken as std's only when it lacks both, and the site is then named one frame
+/// further out, still in the program. Outermost first, so a run of such frames goes to std.
+fn std_frames_without_location(raw: &mut [RawFrame]) {
+    for i in (0..raw.len().saturating_sub(1)).rev() {
+        let caller_is_std = raw[i + 1].origin == Origin::Std;
+        let f = &mut raw[i];
+        if caller_is_std && f.inlined && f.frame.file.is_none() && f.origin == Origin::User {
+            f.origin = Origin::Std;
         }
     }
 }
@@ -901,6 +921,65 @@ mod tests {
         frames.push(raw("app::run_batch", Some("/home/u/app/src/main.rs"), 316));
         let site = build(frames, Some("/home/u/app/"));
         assert_eq!(site.to_string(), "app::tokenize (src/main.rs:143)");
+    }
+
+    /// One return address in the program's `gen_text` (innermost first): `u64::to_string`,
+    /// inlined with std's raw-vector code, whose innermost frame has neither a file nor a path in
+    /// its name (line-tables-only debug information, code without a line).
+    fn to_string_inlined_without_a_location() -> Vec<RawFrame> {
+        let std = |f: &str, file: &str| raw(f, Some(&format!("{STD}/alloc/src/{file}")), 1);
+        let mut frames = vec![
+            RawFrame {
+                inlined: true,
+                origin: origin("try_allocate_in<alloc::alloc::Global>", None, None, "/x/"),
+                frame: Frame {
+                    function: "try_allocate_in<alloc::alloc::Global>".to_string(),
+                    file: None,
+                    line: None,
+                },
+            },
+            std("with_capacity_in<alloc::alloc::Global>", "raw_vec/mod.rs"),
+            std("to_owned", "str.rs"),
+            std("to_string<u64>", "string.rs"),
+            raw("gen_text", Some("/home/u/app/src/main.rs"), 45),
+        ];
+        if let Some(compiled) = frames.last_mut() {
+            compiled.inlined = false;
+        }
+        frames
+    }
+
+    #[test]
+    fn a_frame_without_a_location_inlined_into_std_is_stds() {
+        let mut frames = to_string_inlined_without_a_location();
+        assert_eq!(frames[0].origin, Origin::User);
+        std_frames_without_location(&mut frames);
+        assert_eq!(frames[0].origin, Origin::Std);
+        frames.push(raw("process", Some("/home/u/app/src/main.rs"), 80));
+        let site = build(frames, Some("/home/u/app/"));
+        assert_eq!(site.to_string(), "gen_text (src/main.rs:45)");
+    }
+
+    #[test]
+    fn a_frame_without_a_location_inlined_into_the_programs_stays_the_programs() {
+        // The compiled function itself and its callees inlined into it: no file anywhere (a
+        // program built without debug information) is the program's, as before.
+        let bare = |f: &str, inlined| RawFrame {
+            inlined,
+            origin: origin(f, None, None, "/x/"),
+            frame: Frame {
+                function: f.to_string(),
+                file: None,
+                line: None,
+            },
+        };
+        let mut frames = vec![
+            bare("app::parse::{{closure}}", true),
+            bare("app::parse", false),
+        ];
+        std_frames_without_location(&mut frames);
+        assert_eq!(frames[0].origin, Origin::User);
+        assert_eq!(frames[1].origin, Origin::User);
     }
 
     #[test]
