@@ -842,8 +842,9 @@ pub struct Growth {
 }
 
 /// Every checkpoint of the run, in order, from [`timeline`](crate::timeline) or
-/// [`Timeline::read_json`]. `Display` prints the sites that grew at every recent step, then one
-/// line per checkpoint.
+/// [`Timeline::read_json`]. `Display` prints the sites that grew at every recent step (or, when
+/// none did and the live total fell at the last steps, those that grew at every step up to that
+/// fall), then one line per checkpoint.
 ///
 /// Under [`keep_checkpoints`](crate::keep_checkpoints) it holds the first checkpoint and the
 /// latest ones only. A timeline read from the file `HEAPDELTA=report=` writes at exit ends with
@@ -1094,6 +1095,28 @@ impl Timeline {
         self.growing_in(n, n)
     }
 
+    /// When the live total fell at the last steps, as a program freeing its data on its way out
+    /// makes it fall (an `every=` checkpoint taken then; the `exit` snapshot is not a step
+    /// already): the checkpoint before that fall, how many steps fell after it, and the sites
+    /// that grew at every step up to it (as [`growing`](Timeline::growing) finds them over the
+    /// steps that end there). `None` when the last step did not fall, or no site grew so.
+    pub(crate) fn growing_before_fall(&self) -> Option<(&Snapshot, usize, Vec<Growth>)> {
+        let ends = self.unbroken_step_ends();
+        let live = |i: usize| ends[i].totals.live_bytes;
+        let mut peak = ends.len().checked_sub(1)?;
+        while peak > 0 && live(peak) < live(peak - 1) {
+            peak -= 1;
+        }
+        let fell = ends.len() - 1 - peak;
+        let before = &ends[..=peak];
+        let n = GROWTH_WINDOW.min(before.len().saturating_sub(1));
+        if fell == 0 || n < 2 {
+            return None;
+        }
+        let growing = growing_over(before, n, n);
+        (!growing.is_empty()).then(|| (&ends[peak], fell, growing))
+    }
+
     /// Sites whose live bytes rose in at least `k` of the last `n` steps, most steps first (of
     /// fewer steps when there are fewer since the last checkpoint not kept, see
     /// [`growing`](Timeline::growing)).
@@ -1121,40 +1144,45 @@ impl Timeline {
     /// # }
     /// ```
     pub fn growing_in(&self, k: usize, n: usize) -> Vec<Growth> {
-        let ends = self.unbroken_step_ends();
-        let n = n.min(ends.len().saturating_sub(1));
-        if n == 0 || k == 0 || k > n {
-            return Vec::new();
-        }
-        let window = &ends[ends.len() - n - 1..];
-        thread::untracked(|| {
-            let series: Vec<HashMap<Site, i64>> = window.iter().map(live_by_site).collect();
-            let last = &series[series.len() - 1];
-            let mut out: Vec<Growth> = last
-                .iter()
-                .filter_map(|(site, &end)| {
-                    let at = |i: usize| series[i].get(site).copied().unwrap_or(0);
-                    let grown = (1..series.len()).filter(|&i| at(i) > at(i - 1)).count();
-                    (grown >= k).then(|| Growth {
-                        site: site.clone(),
-                        steps_grown: grown,
-                        steps: n,
-                        live_bytes: end.saturating_sub(at(0)),
-                    })
-                })
-                .collect();
-            // Ties in the order sites are listed everywhere else, so that every run, and every
-            // call, lists them alike.
-            out.sort_by(|x, y| {
-                y.steps_grown
-                    .cmp(&x.steps_grown)
-                    .then(y.live_bytes.cmp(&x.live_bytes))
-                    .then_with(|| x.site.to_string().cmp(&y.site.to_string()))
-                    .then_with(|| x.site.type_name().cmp(y.site.type_name()))
-            });
-            out
-        })
+        growing_over(self.unbroken_step_ends(), k, n)
     }
+}
+
+/// The sites whose live bytes rose in at least `k` of the last `n` steps that `ends` (checkpoints
+/// ending steps, in order) close, as [`Timeline::growing_in`] gives them.
+fn growing_over(ends: &[Snapshot], k: usize, n: usize) -> Vec<Growth> {
+    let n = n.min(ends.len().saturating_sub(1));
+    if n == 0 || k == 0 || k > n {
+        return Vec::new();
+    }
+    let window = &ends[ends.len() - n - 1..];
+    thread::untracked(|| {
+        let series: Vec<HashMap<Site, i64>> = window.iter().map(live_by_site).collect();
+        let last = &series[series.len() - 1];
+        let mut out: Vec<Growth> = last
+            .iter()
+            .filter_map(|(site, &end)| {
+                let at = |i: usize| series[i].get(site).copied().unwrap_or(0);
+                let grown = (1..series.len()).filter(|&i| at(i) > at(i - 1)).count();
+                (grown >= k).then(|| Growth {
+                    site: site.clone(),
+                    steps_grown: grown,
+                    steps: n,
+                    live_bytes: end.saturating_sub(at(0)),
+                })
+            })
+            .collect();
+        // Ties in the order sites are listed everywhere else, so that every run, and every
+        // call, lists them alike.
+        out.sort_by(|x, y| {
+            y.steps_grown
+                .cmp(&x.steps_grown)
+                .then(y.live_bytes.cmp(&x.live_bytes))
+                .then_with(|| x.site.to_string().cmp(&y.site.to_string()))
+                .then_with(|| x.site.type_name().cmp(y.site.type_name()))
+        });
+        out
+    })
 }
 
 /// How many checkpoints were taken between `a` and the later `b` and are in neither: none unless

@@ -5,7 +5,7 @@ use std::fmt::{self, Display, Formatter, Write as _};
 use std::collections::HashMap;
 
 use crate::callsite::Site;
-use crate::diff::{Delta, SiteDelta, Survivors, TagDelta, Timeline};
+use crate::diff::{Delta, Growth, SiteDelta, Survivors, TagDelta, Timeline};
 use crate::pool::{ClassStats, PoolStats};
 use crate::snapshot::Snapshot;
 
@@ -656,35 +656,54 @@ pub(crate) fn pool_view(p: &PoolStats) -> String {
 pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
     let growing = t.growing();
     let mut lines = Vec::new();
-    if growing.is_empty() {
-        lines.push(nothing_growing(t));
-    } else {
+    if let Some(first) = growing.first() {
         lines.push(format!(
             "growing at every step (last {} steps):",
-            growing[0].steps
+            first.steps
         ));
-        let sampled = t.checkpoints.last().and_then(|c| c.sampled_mean);
-        if let Some(note) = estimates_note(sampled) {
-            lines.push(format!("   {note}"));
-        }
-        for g in growing.iter().take(top) {
+        growth_rows(t, &growing, top, &mut lines);
+    } else {
+        lines.push(nothing_growing(t));
+        if let Some((peak, fell, growing)) = t.growing_before_fall() {
+            let name = match peak.label() {
+                Some(label) => format!("{:?}", OneLine(label).to_string()),
+                None => "the last rise".to_string(),
+            };
+            let after = if fell == 1 { "step" } else { "steps" };
             lines.push(format!(
-                "   {:>11} over {} steps  {}  [{}]",
-                signed_bytes(g.live_bytes),
-                g.steps,
-                g.site,
-                OneLine(g.site.type_name())
+                "growing at every step up to {name} (last {} steps to it; live bytes fell in the \
+                 {fell} {after} after it):",
+                growing[0].steps
             ));
-        }
-        if let Some(more) = growing.len().checked_sub(top).filter(|&n| n > 0) {
-            let sites = if more == 1 { "site" } else { "sites" };
-            lines.push(format!("   … and {more} more {sites}"));
+            growth_rows(t, &growing, top, &mut lines);
         }
     }
     // A blank line between the suspects and the steps.
     lines.push(String::new());
     lines.extend(t.steps().iter().map(Delta::summary));
     lines.join("\n")
+}
+
+/// The rows of the growth detector's sites (the first `top` of `growing`), with the note on
+/// sampled estimates first, added to `lines`.
+fn growth_rows(t: &Timeline, growing: &[Growth], top: usize, lines: &mut Vec<String>) {
+    let sampled = t.checkpoints.last().and_then(|c| c.sampled_mean);
+    if let Some(note) = estimates_note(sampled) {
+        lines.push(format!("   {note}"));
+    }
+    for g in growing.iter().take(top) {
+        lines.push(format!(
+            "   {:>11} over {} steps  {}  [{}]",
+            signed_bytes(g.live_bytes),
+            g.steps,
+            g.site,
+            OneLine(g.site.type_name())
+        ));
+    }
+    if let Some(more) = growing.len().checked_sub(top).filter(|&n| n > 0) {
+        let sites = if more == 1 { "site" } else { "sites" };
+        lines.push(format!("   … and {more} more {sites}"));
+    }
 }
 
 /// The growth detector's line when no site grew at every step: `none`, or, when the live total
@@ -893,6 +912,67 @@ mod tests {
         let mut t = rising_checkpoints(true, None);
         t.checkpoints[5].totals.live_bytes = 1000;
         assert_eq!(growing_line(&t), "growing at every step: none");
+    }
+
+    /// Checkpoints `step 0` to `step 6` of one run with one site, `leak`, holding `live[i]` blocks
+    /// of 8 bytes at checkpoint `i`.
+    fn one_site_holding(live: [u64; 7]) -> Timeline {
+        let leak = Site::new(vec![crate::callsite::Frame {
+            function: "leak".to_string(),
+            file: Some("src/main.rs".to_string()),
+            line: Some(7),
+        }]);
+        let checkpoints = (0..7u32)
+            .zip(live)
+            .map(|(epoch, blocks)| {
+                let mut s = Snapshot::zero();
+                s.epoch = epoch;
+                s.checkpoint = true;
+                s.label = Some(format!("step {epoch}"));
+                s.totals.live_bytes = 8 * blocks;
+                s.sites = SiteList::new(vec![SiteCount {
+                    site: Some(leak.clone()),
+                    ..SiteCount::live(1, blocks)
+                }]);
+                s
+            })
+            .collect();
+        Timeline::new(checkpoints)
+    }
+
+    #[test]
+    fn sites_that_grew_up_to_a_fall_at_the_end_are_listed_with_where_it_began() {
+        // The last checkpoint taken while the program freed on its way out (a user trial,
+        // `HEAPDELTA=every=`: "growing at every step: none" under a leak of 45 MiB).
+        let text = one_site_holding([0, 10, 20, 30, 40, 50, 5]).to_string();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("growing at every step: none"));
+        assert_eq!(
+            lines.next(),
+            Some(
+                "growing at every step up to \"step 5\" (last 5 steps to it; live bytes fell in \
+                 the 1 step after it):"
+            )
+        );
+        assert_eq!(
+            lines.next(),
+            Some("        +400 B over 5 steps  leak (src/main.rs:7)  [(unknown)]")
+        );
+    }
+
+    #[test]
+    fn a_fall_at_the_end_after_no_steady_growth_lists_nothing() {
+        let text = one_site_holding([0, 10, 20, 15, 40, 50, 5]).to_string();
+        assert!(!text.contains("up to"), "{text}");
+    }
+
+    #[test]
+    fn a_site_that_fell_in_a_middle_step_is_not_listed() {
+        let text = one_site_holding([0, 10, 20, 15, 40, 50, 60]).to_string();
+        assert!(
+            text.starts_with("growing at every step: none\n\n"),
+            "{text}"
+        );
     }
 
     #[test]
