@@ -474,8 +474,8 @@ fn export(format: Format, path: &Path, output: &Path, window: &Window) -> Outcom
 /// is nothing by site to `verb`, and the reason is the run's, not the output's.
 fn sites_recorded(path: &Path, selection: &Selection, verb: &str) -> Outcome {
     let recorded = match selection {
-        Selection::Live(s) => s.sites.iter().next().is_some() || s.totals().total_blocks == 0,
-        Selection::Growth(d) => !d.sites().is_empty() || d.allocated_blocks() == 0,
+        Selection::Live(s) => s.sites_recorded(),
+        Selection::Growth(d) => d.sites_recorded(),
     };
     if recorded {
         return Ok(());
@@ -483,8 +483,8 @@ fn sites_recorded(path: &Path, selection: &Selection, verb: &str) -> Outcome {
     Err(fail(
         path,
         format!(
-            "nothing to {verb}: no call site was recorded (the run had HEAPDELTA=sites=off or \
-             CallSites::Off, or, with sampled sites, no allocation in the window was sampled)"
+            "nothing to {verb}: {}",
+            crate::report::folded::NO_SITE_RECORDED
         ),
     ))
 }

@@ -101,7 +101,14 @@ impl Snapshot {
             None => "Live heap bytes".to_string(),
         };
         let title = estimated(title, self.sampled_mean);
-        flamegraph(&self.folded(), &title, path.as_ref())
+        flamegraph(&self.folded(), self.sites_recorded(), &title, path.as_ref())
+    }
+
+    /// Whether the snapshot holds call sites, or nothing was ever allocated to have one: `false`
+    /// after a run with call sites off, or sampled without a sample.
+    #[cfg(feature = "flamegraph")]
+    pub(crate) fn sites_recorded(&self) -> bool {
+        self.sites.iter().next().is_some() || self.totals().total_blocks == 0
     }
 }
 
@@ -145,9 +152,23 @@ impl Delta {
             format!("Heap growth {}", self.window_name()),
             self.sampled_mean,
         );
-        flamegraph(&self.folded(), &title, path.as_ref())
+        flamegraph(&self.folded(), self.sites_recorded(), &title, path.as_ref())
+    }
+
+    /// Whether the window has call sites, or allocated nothing to have one: `false` for a window
+    /// of a run with call sites off, or sampled without a sample in the window.
+    #[cfg(feature = "flamegraph")]
+    pub(crate) fn sites_recorded(&self) -> bool {
+        !self.sites().is_empty() || self.allocated_blocks() == 0
     }
 }
+
+/// Why there is nothing to draw or export by call site when none was recorded (see
+/// `Snapshot::sites_recorded`): the run's settings, not the figures.
+#[cfg(feature = "flamegraph")]
+pub(crate) const NO_SITE_RECORDED: &str = "no call site was recorded (the run had \
+HEAPDELTA=sites=off or CallSites::Off, or, with sampled sites, no allocation in the window was \
+sampled)";
 
 /// A flamegraph's title, marked as estimated when call sites were sampled.
 #[cfg(feature = "flamegraph")]
@@ -161,13 +182,19 @@ fn estimated(title: String, sampled_mean: Option<u64>) -> String {
     }
 }
 
+/// Draws `folded` to `path`; `recorded`: whether the figures drawn had call sites at all (see
+/// `Snapshot::sites_recorded`), which says why an empty drawing is.
 #[cfg(feature = "flamegraph")]
-fn flamegraph(folded: &str, title: &str, path: &Path) -> io::Result<()> {
+fn flamegraph(folded: &str, recorded: bool, title: &str, path: &Path) -> io::Result<()> {
     crate::thread::untracked(|| {
         if folded.is_empty() {
+            let why = match recorded {
+                true => "no call site has live bytes (or growth)",
+                false => NO_SITE_RECORDED,
+            };
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "nothing to draw: no call site has live bytes (or growth)",
+                format!("nothing to draw: {why}"),
             ));
         }
         // The drawing adds the stacks' bytes up in 64 bits; sampled sites' estimates, each
@@ -229,8 +256,26 @@ mod tests {
         ]);
         let path =
             std::env::temp_dir().join(format!("heapdelta-overflow-{}.svg", std::process::id()));
-        let e = flamegraph(&folded, "t", &path).unwrap_err();
+        let e = flamegraph(&folded, true, "t", &path).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(!path.exists());
+    }
+
+    #[cfg(feature = "flamegraph")]
+    #[test]
+    fn a_flamegraph_of_a_run_without_call_sites_says_none_was_recorded() {
+        // As `heapdelta flamegraph` says it (a user trial: the library's message did not).
+        let mut s = crate::snapshot::Snapshot::zero();
+        s.totals.total_blocks = 5;
+        let path =
+            std::env::temp_dir().join(format!("heapdelta-no-sites-{}.svg", std::process::id()));
+        let e = s.write_flamegraph(&path).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "nothing to draw: no call site was recorded (the run had HEAPDELTA=sites=off"
+            ),
+            "{e}"
+        );
         assert!(!path.exists());
     }
 
