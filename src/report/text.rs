@@ -228,12 +228,14 @@ impl Delta {
                 By::Tag => ("allocated", "tag"),
                 By::Type => ("allocs", "type"),
             };
-            let mut rows: Vec<(i64, i64, String, String)> = match by {
+            // (live bytes, live blocks, the third column's figure and its text, name)
+            let mut rows: Vec<(i64, i64, u64, String, String)> = match by {
                 By::Site => sites_by_leaf(self)
                     .iter()
                     .map(|s| {
                         let name = format!("{}  [{}]", s.site, OneLine(s.site.type_name()));
-                        (s.live_bytes, s.live_blocks, thousands(s.allocs), name)
+                        let allocs = thousands(s.allocs);
+                        (s.live_bytes, s.live_blocks, s.allocs, allocs, name)
                     })
                     .collect(),
                 By::Class => self
@@ -241,13 +243,19 @@ impl Delta {
                     .iter()
                     .map(|c| {
                         let name = format!("{} B", thousands(c.size as u64));
-                        (c.live_bytes, c.live_blocks, thousands(c.allocs), name)
+                        (
+                            c.live_bytes,
+                            c.live_blocks,
+                            c.allocs,
+                            thousands(c.allocs),
+                            name,
+                        )
                     })
                     .collect(),
                 By::Tag => tag_rows(self)
                     .into_iter()
                     .map(|(name, live_bytes, live_blocks, allocated)| {
-                        (live_bytes, live_blocks, bytes(allocated), name)
+                        (live_bytes, live_blocks, allocated, bytes(allocated), name)
                     })
                     .collect(),
                 By::Type => self
@@ -255,22 +263,53 @@ impl Delta {
                     .iter()
                     .map(|t| {
                         let name = OneLine(&t.type_name).to_string();
-                        (t.live_bytes, t.live_blocks, thousands(t.allocs), name)
+                        (
+                            t.live_bytes,
+                            t.live_blocks,
+                            t.allocs,
+                            thousands(t.allocs),
+                            name,
+                        )
                     })
                     .collect(),
             };
-            // Largest changes first, either way: in a window that shrank, what fell most.
-            rows.sort_by_key(|row| std::cmp::Reverse(row.0.unsigned_abs()));
+            // Largest changes first, either way: in a window that shrank, what fell most. Rows
+            // that changed alike (churn that left nothing, `+0 B`) by their blocks, then by how
+            // much they allocated: the busiest first, not the first by name.
+            rows.sort_by_key(|row| {
+                std::cmp::Reverse((row.0.unsigned_abs(), row.1.unsigned_abs(), row.2))
+            });
             let mut out = String::new();
             if let (By::Site | By::Type, Some(note)) = (by, estimates_note(self.sampled_mean)) {
                 let _ = writeln!(out, "{note}");
             }
+            // A comparison knows no allocations.
+            let cells: Vec<[String; 4]> = rows
+                .into_iter()
+                .take(top)
+                .map(|(live_bytes, live_blocks, _, third, name)| {
+                    let third = if self.is_comparison() {
+                        "?".into()
+                    } else {
+                        third
+                    };
+                    [signed_bytes(live_bytes), signed(live_blocks), third, name]
+                })
+                .collect();
+            // Columns as wide as their widest figure: a million blocks fits the default.
+            let width = |i: usize, least: usize| {
+                cells
+                    .iter()
+                    .map(|c| c[i].chars().count())
+                    .fold(least, usize::max)
+            };
+            let (w0, w1, w2) = (width(0, 12), width(1, 10), width(2, 10));
             let _ = writeln!(
                 out,
-                "{:>12} {:>10} {:>10}  {name}",
+                "{:>w0$} {:>w1$} {:>w2$}  {name}",
                 "live bytes", "blocks", third
             );
-            if rows.is_empty() {
+            if cells.is_empty() {
                 let nothing = if self.is_comparison() {
                     format!("nothing counted by {name} differs between the two")
                 } else {
@@ -278,19 +317,10 @@ impl Delta {
                 };
                 let _ = writeln!(out, "{:>12}  ({nothing})", "");
             }
-            for (live_bytes, live_blocks, third, name) in rows.into_iter().take(top) {
-                // A comparison knows no allocations.
-                let third = if self.is_comparison() {
-                    "?".into()
-                } else {
-                    third
-                };
+            for [live_bytes, live_blocks, third, name] in cells {
                 let _ = writeln!(
                     out,
-                    "{:>12} {:>10} {:>10}  {name}",
-                    signed_bytes(live_bytes),
-                    signed(live_blocks),
-                    third
+                    "{live_bytes:>w0$} {live_blocks:>w1$} {third:>w2$}  {name}"
                 );
             }
             out
@@ -786,6 +816,64 @@ mod tests {
         site.counts.alloc_blocks = 3 * crate::stats::UNIT;
         s.sites = SiteList::new(vec![site]);
         s.since(&Snapshot::zero()).to_string()
+    }
+
+    /// A step (from an empty snapshot) of a run read from a file, with one site per `(function,
+    /// blocks allocated, blocks freed)`, each block 8 bytes.
+    fn step_with_sites(sites: &[(&str, u64, u64)]) -> Delta {
+        let mut before = Snapshot::zero();
+        before.run = !crate::checkpoint::run_id();
+        let mut s = before.clone();
+        s.sites = SiteList::new(
+            sites
+                .iter()
+                .zip(1..)
+                .map(|(&(function, allocs, frees), id)| SiteCount {
+                    site: Some(crate::Site::new(vec![crate::Frame {
+                        function: function.to_string(),
+                        file: Some("src/main.rs".to_string()),
+                        line: Some(1),
+                    }])),
+                    counts: Counts {
+                        alloc_blocks: allocs * crate::stats::UNIT,
+                        alloc_bytes: 8 * allocs,
+                        free_blocks: frees * crate::stats::UNIT,
+                        free_bytes: 8 * frees,
+                    },
+                    ..SiteCount::live(id, 0)
+                })
+                .collect(),
+        );
+        s.since(&before)
+    }
+
+    #[test]
+    fn table_rows_that_left_nothing_come_busiest_first() {
+        // A user trial: the churn site of a million allocations fell below the top 20, after
+        // the quiet sites whose names sort before it.
+        let d = step_with_sites(&[("a_quiet", 3, 3), ("z_busy", 1_080_000, 1_080_000)]);
+        let table = d.table(By::Site, 10);
+        let names: Vec<&str> = table
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().nth(4))
+            .collect();
+        assert_eq!(names, ["z_busy", "a_quiet"], "{table}");
+    }
+
+    #[test]
+    fn table_columns_widen_to_their_widest_figure() {
+        let d = step_with_sites(&[("many", 12_345_678, 0)]);
+        let table = d.table(By::Site, 10);
+        let mut lines = table.lines();
+        assert_eq!(
+            lines.next(),
+            Some("  live bytes      blocks     allocs  site")
+        );
+        assert_eq!(
+            lines.next(),
+            Some("   +94.2 MiB +12,345,678 12,345,678  many (src/main.rs:1)  [(unknown)]")
+        );
     }
 
     #[test]
