@@ -27,7 +27,7 @@
 //! allocation but the buffer itself, from the system allocator, on a thread's first capture.
 
 use super::capture::{
-    capture_recorded, frame_record_readable, same_chain, still_chain_end, InMemo, Memo,
+    capture_recorded, frame_record_readable, same_chain, still_chain_end, FrameWords, InMemo, Memo,
     UnwindStart, FROM_REGS,
 };
 #[cfg(test)]
@@ -83,15 +83,16 @@ fn matching(column: &[u32; RECENT], value: u32) -> u64 {
 struct Recent {
     n: usize,
     id: SiteId,
-    /// Whether `records` and the saved frame pointers in `frames` are those of the walk that last
-    /// captured this stack, with at most `depth` frames (see `same_chain`).
-    replayable: bool,
-    depth: usize,
+    /// The depth the walk that last captured this stack was asked for, when `records` and the
+    /// saved frame pointers in `frames` are that walk's and the stack has a site id (see
+    /// `same_chain`); 0 otherwise: the entry is not replayable (a capture of depth 0 walks
+    /// nothing). One field, so that `replay_entry` checks all three with one compare.
+    replay_depth: usize,
     /// The chain end that walk was trusted for (0: it was complete on its own).
     trusted_end: usize,
     /// Per frame, the saved frame pointer read from its frame record and the return address: the
     /// second words are the stack (`frames[..n]`).
-    frames: [[usize; 2]; STACK_WORDS],
+    frames: [FrameWords; STACK_WORDS],
     /// The addresses of the frame records (`records[..n]`).
     records: [usize; STACK_WORDS],
 }
@@ -118,10 +119,11 @@ pub(crate) struct StackBuffer {
     /// For each entry, the entry whose stack was captured right after it the last time (`RECENT`:
     /// none): the guess that `replay` checks.
     after: [usize; RECENT],
-    /// For each entry, whether the same entry followed it the last two times: `replay` only
-    /// checks a guess that held before, so allocations from places in no particular order do not
-    /// pay for checks that fail.
-    sure: [bool; RECENT],
+    /// For each entry, the entry that followed it the last two times, or `RECENT` when those
+    /// differed (or are not known): `replay` only checks a guess that held before, so allocations
+    /// from places in no particular order do not pay for checks that fail. The guess itself, not
+    /// a flag beside `after`, so that `replay` reads one word.
+    guess: [usize; RECENT],
     /// Without frame pointers, the unwinder's last walks: allocated on the first capture that
     /// uses them (about 56 KiB), null until then or when the system allocator fails.
     memo: *mut Memo,
@@ -138,10 +140,9 @@ impl StackBuffer {
                 Recent {
                     n: 0,
                     id: 0,
-                    replayable: false,
-                    depth: 0,
+                    replay_depth: 0,
                     trusted_end: 0,
-                    frames: [[0; 2]; STACK_WORDS],
+                    frames: [FrameWords([0; 2]); STACK_WORDS],
                     records: [0; STACK_WORDS],
                 }
             }; RECENT],
@@ -150,7 +151,7 @@ impl StackBuffer {
             next: 0,
             current: RECENT,
             after: [RECENT; RECENT],
-            sure: [false; RECENT],
+            guess: [RECENT; RECENT],
             memo: ptr::null_mut(),
         }
     }
@@ -166,11 +167,12 @@ impl StackBuffer {
         let buffer = unsafe { System.alloc_zeroed(layout) }.cast::<StackBuffer>();
         if !buffer.is_null() {
             // SAFETY: `buffer` is a fresh block of the buffer's layout; every field is valid as
-            // zero bytes (integers, booleans, arrays of them, a null pointer), and the two
-            // written here are written through raw pointers, without a reference to the whole.
+            // zero bytes (integers, arrays of them, a null pointer), and the three written here
+            // are written through raw pointers, without a reference to the whole.
             unsafe {
                 ptr::addr_of_mut!((*buffer).current).write(RECENT);
                 ptr::addr_of_mut!((*buffer).after).write([RECENT; RECENT]);
+                ptr::addr_of_mut!((*buffer).guess).write([RECENT; RECENT]);
             }
             LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
         }
@@ -209,6 +211,7 @@ impl StackBuffer {
         depth: usize,
         unwind: Option<&UnwindStart>,
     ) -> SiteId {
+        let asked = depth;
         let depth = depth.min(STACK_WORDS);
         let (Some(out), Some(records)) =
             (self.words.get_mut(..depth), self.records.get_mut(..=depth))
@@ -231,11 +234,11 @@ impl StackBuffer {
         // of a stack that never comes back (a program allocating from more places than there are
         // entries) would only cost.
         if let (true, Some(r), Some(key)) = (seen, self.recent.get_mut(i), self.keys.get_mut(i)) {
-            r.replayable = c.recorded && c.n > 0;
-            r.depth = depth;
+            let replayable = c.recorded && c.n > 0 && r.id != 0;
+            r.replay_depth = if replayable { asked } else { 0 };
             r.trusted_end = c.trusted_end;
             *key = 0;
-            if r.replayable {
+            if replayable {
                 // Each record held the address of the next one; the last, where the walk stopped.
                 let saved = self.records.iter().skip(1);
                 for ((frame, record), (&at, &next)) in r
@@ -245,10 +248,10 @@ impl StackBuffer {
                     .zip(self.records.iter().zip(saved))
                     .take(c.n)
                 {
-                    frame[0] = next;
+                    frame.0[0] = next;
                     *record = at;
                 }
-                *key = key_of(r.records[0], r.frames[0][1]);
+                *key = key_of(r.records[0], r.frames[0].0[1]);
             }
         }
         let site = self.follow(i);
@@ -287,9 +290,8 @@ impl StackBuffer {
         if start == 0 {
             return None;
         }
-        let depth = depth.min(STACK_WORDS);
-        if self.sure.get(self.current).copied().unwrap_or(false) {
-            let i = *self.after.get(self.current)?;
+        // No guess (`RECENT`) is no entry.
+        if let Some(&i) = self.guess.get(self.current) {
             if let Some(id) = self.replay_entry(i, start, depth) {
                 self.current = i;
                 return Some(id);
@@ -328,22 +330,23 @@ impl StackBuffer {
         None
     }
 
-    /// The site id of entry `i` when it is replayable from `start` at `depth` and its frame
-    /// records show a walk from `start` would read them again (see `same_chain`).
+    /// The site id of entry `i` when it is replayable from `start` at `depth` (the depth the
+    /// capture is asked for) and its frame records show a walk from `start` would read them
+    /// again (see `same_chain`).
     ///
     /// `start` must be the current `start_here` of the function `replay` is inlined into, never 0.
     #[inline(always)]
     fn replay_entry(&self, i: usize, start: usize, depth: usize) -> Option<SiteId> {
         let r = self.recent.get(i)?;
-        if !(r.replayable && r.id != 0 && r.depth == depth) {
-            return None;
-        }
-        let (records, frames) = (r.records.get(..r.n)?, r.frames.get(..r.n)?);
-        if records.first() != Some(&start)
+        // A replayable entry (`replay_depth` not 0, and `depth` is not 0 here: `start` is not)
+        // has at least one record.
+        if r.replay_depth != depth
+            || r.records[0] != start
             || (r.trusted_end != 0 && !still_chain_end(r.trusted_end))
         {
             return None;
         }
+        let (records, frames) = (r.records.get(..r.n)?, r.frames.get(..r.n)?);
         // SAFETY: a replayable entry's records are frame records a walk read on this thread (the
         // buffer is thread-local), and the first is `start` (checked above), the frame record of
         // the function `replay` is inlined into, live while this runs (that function is this
@@ -367,11 +370,11 @@ impl StackBuffer {
     /// Makes entry `i` the current one, remembering that it came after the previous one; returns
     /// its site id.
     fn follow(&mut self, i: usize) -> SiteId {
-        if let (Some(after), Some(sure)) = (
+        if let (Some(after), Some(guess)) = (
             self.after.get_mut(self.current),
-            self.sure.get_mut(self.current),
+            self.guess.get_mut(self.current),
         ) {
-            *sure = *after == i;
+            *guess = if *after == i { i } else { RECENT };
             *after = i;
         }
         self.current = i;
@@ -393,7 +396,7 @@ impl StackBuffer {
             let same = self.recent.get(i).is_some_and(|r| {
                 r.n == n
                     // Every word, without early exit: short stacks, and no call to `bcmp`.
-                    && r.frames.iter().zip(stack).fold(0, |diff, (f, w)| diff | (f[1] ^ w)) == 0
+                    && r.frames.iter().zip(stack).fold(0, |diff, (f, w)| diff | (f.0[1] ^ w)) == 0
             });
             if same {
                 return (i, true);
@@ -408,16 +411,16 @@ impl StackBuffer {
         }
         if let Some(r) = self.recent.get_mut(i) {
             for (frame, &word) in r.frames.iter_mut().zip(stack) {
-                frame[1] = word;
+                frame.0[1] = word;
             }
             r.n = n;
             r.id = id;
-            r.replayable = false;
+            r.replay_depth = 0;
         }
         // Until it is known what follows a new stack, the guess is that it repeats (a loop).
-        if let (Some(after), Some(sure)) = (self.after.get_mut(i), self.sure.get_mut(i)) {
+        if let (Some(after), Some(guess)) = (self.after.get_mut(i), self.guess.get_mut(i)) {
             *after = i;
-            *sure = false;
+            *guess = RECENT;
         }
         (i, false)
     }
@@ -444,10 +447,13 @@ mod tests {
         // SAFETY: a buffer from `allocate`, read here and freed once.
         let fresh = unsafe { &*buffer };
         assert_eq!(
-            (fresh.next, fresh.current, fresh.after, fresh.sure),
-            (empty.next, empty.current, empty.after, empty.sure)
+            (fresh.next, fresh.current, fresh.after, fresh.guess),
+            (empty.next, empty.current, empty.after, empty.guess)
         );
-        assert!(fresh.recent.iter().all(|r| r.id == 0 && !r.replayable));
+        assert!(fresh
+            .recent
+            .iter()
+            .all(|r| r.id == 0 && r.replay_depth == 0));
         // SAFETY: from `allocate`, not used afterwards.
         unsafe { StackBuffer::free(buffer) };
     }

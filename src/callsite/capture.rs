@@ -280,6 +280,14 @@ pub fn still_chain_end(record: usize) -> bool {
     record != 0 && chain_end() == record
 }
 
+/// The two words a walk read at a frame record: the saved frame pointer and the return address.
+/// Aligned as a whole, so that [`same_chain`] compares a record with it taking it straight from
+/// memory (an operand of the compare's own instruction, where 8-byte-aligned pairs took a load
+/// of their own).
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+pub(crate) struct FrameWords(pub(crate) [usize; 2]);
+
 /// Whether the frame-pointer walk from `records[0]` would now read exactly the frame records it
 /// read at `records` when it wrote `frames`, and so give the same stack: each record still holds
 /// the saved frame pointer (the address of the next record, or for the last one, where the walk
@@ -296,7 +304,7 @@ pub fn still_chain_end(record: usize) -> bool {
 /// that switches stacks inside the thread's own stack mapping, and unmaps part of it, is beyond
 /// what either can check.)
 #[inline(always)]
-pub unsafe fn same_chain(records: &[usize], frames: &[[usize; 2]]) -> bool {
+pub unsafe fn same_chain(records: &[usize], frames: &[FrameWords]) -> bool {
     // Two lanes, one per word of a record, so the compiler can compare a record in one go.
     let mut diff = [0usize; 2];
     for (&at, frame) in records.iter().zip(frames) {
@@ -304,8 +312,8 @@ pub unsafe fn same_chain(records: &[usize], frames: &[[usize; 2]]) -> bool {
         // is aligned, its two words lie in this thread's stack (mapped while the thread runs), and
         // it is at or above the current frame.
         let record = unsafe { (at as *const [usize; 2]).read() };
-        diff[0] |= record[0] ^ frame[0];
-        diff[1] |= record[1] ^ frame[1];
+        diff[0] |= record[0] ^ frame.0[0];
+        diff[1] |= record[1] ^ frame.0[1];
     }
     diff[0] | diff[1] == 0
 }
