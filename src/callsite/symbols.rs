@@ -588,6 +588,18 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
     let trimmed = shorten_all(trimmed);
     let type_name = typename::derive_marked(&trimmed, &inlined);
     let marker = cut.map(cut_marker);
+    // Std's frames between the program's keep their names, not their generic arguments: an
+    // iterator chain's `collect<core::iter::adapters::map::Map<…>>` ran to hundreds of characters
+    // per frame in a flamegraph (a user trial); the program's own frames keep theirs.
+    let kept = kept
+        .into_iter()
+        .map(|mut f| {
+            if f.origin == Origin::Std {
+                f.frame.function = without_generics(&f.frame.function);
+            }
+            f
+        })
+        .collect();
     let kept = marker
         .into_iter()
         .chain(
@@ -600,6 +612,33 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
         )
         .collect();
     Site::with_type(kept, type_name)
+}
+
+/// `function` without its generic arguments: every `<…>` that follows a name
+/// (`from_iter<(String, u64), Map<…>>` → `from_iter`, `alloc::vec::Vec<T,A>::push` →
+/// `alloc::vec::Vec::push`), while a qualified path's own brackets stay
+/// (`<alloc::vec::Vec<T> as core::ops::Drop>::drop` → `<alloc::vec::Vec as core::ops::Drop>::drop`).
+/// The `>` of a function type's `->` closes nothing.
+fn without_generics(function: &str) -> String {
+    let mut out = String::with_capacity(function.len());
+    let mut depth = 0usize;
+    let mut prev = ' ';
+    for c in function.chars() {
+        match c {
+            '<' if depth > 0 || prev.is_alphanumeric() || prev == '_' || prev == '}' => {
+                depth += 1;
+            }
+            '>' if depth > 0 && prev != '-' => depth -= 1,
+            _ if depth > 0 => {}
+            _ => out.push(c),
+        }
+        prev = c;
+    }
+    // Unbalanced brackets (a name cut short) are kept as they were.
+    if depth > 0 {
+        return function.to_string();
+    }
+    out
 }
 
 /// `<app::Node>::forward` (v0 demangling of an inherent method) → `app::Node::forward`; trait
@@ -921,6 +960,51 @@ mod tests {
         frames.push(raw("app::run_batch", Some("/home/u/app/src/main.rs"), 316));
         let site = build(frames, Some("/home/u/app/"));
         assert_eq!(site.to_string(), "app::tokenize (src/main.rs:143)");
+    }
+
+    #[test]
+    fn generic_arguments_are_left_out_of_std_names() {
+        for (name, short) in [
+            (
+                "collect<core::iter::adapters::map::Map<std::collections::hash::map::Iter<alloc::string::String, u64>, app::summarize::{closure_env#0}>, alloc::vec::Vec<(alloc::string::String, u64), alloc::alloc::Global>>",
+                "collect",
+            ),
+            ("alloc::vec::Vec<T,A>::push", "alloc::vec::Vec::push"),
+            (
+                "<alloc::vec::Vec<T> as core::ops::drop::Drop>::drop",
+                "<alloc::vec::Vec as core::ops::drop::Drop>::drop",
+            ),
+            ("call_once<fn() -> u32, ()>", "call_once"),
+            ("{closure#0}<u8>", "{closure#0}"),
+            ("spec_extend", "spec_extend"),
+            ("cut<short", "cut<short"),
+        ] {
+            assert_eq!(without_generics(name), short, "{name}");
+        }
+    }
+
+    #[test]
+    fn std_frames_between_the_programs_lose_their_generic_arguments_and_the_programs_keep_theirs() {
+        let app = |f: &str, line| raw(f, Some("/home/u/app/src/main.rs"), line);
+        let frames = vec![
+            app("app::summarize::{{closure}}", 67),
+            raw(
+                "from_iter<(alloc::string::String, u64), core::iter::adapters::map::Map<I, F>>",
+                Some(&format!("{STD}/alloc/src/vec/spec_from_iter.rs")),
+                33,
+            ),
+            app("app::summarize<app::Key>", 66),
+        ];
+        let site = build(frames, Some("/home/u/app/"));
+        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "app::summarize::{{closure}}",
+                "from_iter",
+                "app::summarize<app::Key>"
+            ]
+        );
     }
 
     /// One return address in the program's `gen_text` (innermost first): `u64::to_string`,
