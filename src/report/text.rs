@@ -542,17 +542,28 @@ fn unaccounted_line(d: &Delta, by_leaf: &[SiteDelta]) -> Option<String> {
     if (site_bytes, site_blocks) == (d.live_bytes(), d.live_blocks()) {
         return None;
     }
+    // The rest is said in figures, so that a reader sees how small it usually is.
+    let rest_bytes = d.live_bytes().saturating_sub(site_bytes);
+    let rest_blocks = d.live_blocks().saturating_sub(site_blocks);
     Some(format!(
-        "   call sites account for {} in {} {} of this; the rest changed while the snapshots \
-         were read (other threads) or has no site",
+        "   call sites account for {} in {} {} of this; the other {} in {} {} changed while the \
+         snapshots were read (other threads) or have no site",
         signed_bytes(site_bytes),
         signed(site_blocks),
-        if site_blocks.unsigned_abs() == 1 {
-            "block"
-        } else {
-            "blocks"
-        }
+        blocks_word(site_blocks),
+        signed_bytes(rest_bytes),
+        signed(rest_blocks),
+        blocks_word(rest_blocks),
     ))
+}
+
+/// `block` or `blocks`, for a signed count.
+fn blocks_word(n: i64) -> &'static str {
+    if n.unsigned_abs() == 1 {
+        "block"
+    } else {
+        "blocks"
+    }
 }
 
 /// A delta's sites as the text reports list them: told apart by their first frame and type
@@ -919,7 +930,10 @@ mod tests {
     fn sites_that_do_not_add_up_to_the_step_say_how_much_they_account_for() {
         let text = step_with_one_site(1024, 10);
         assert!(
-            text.contains("call sites account for +24 B in +3 blocks of this"),
+            text.contains(
+                "call sites account for +24 B in +3 blocks of this; the other +1000 B in +7 \
+                 blocks changed while the snapshots were read"
+            ),
             "{text}"
         );
     }
