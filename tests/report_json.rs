@@ -155,8 +155,13 @@ fn a_delta_between_read_checkpoints_has_sites_classes_tags_and_types() {
 }
 
 #[test]
-fn an_empty_file_is_truncated() {
-    assert!(format_error("").contains("truncated"));
+fn an_empty_file_is_empty_not_truncated() {
+    for text in ["", " \n"] {
+        assert!(
+            format_error(text).ends_with("the file is empty"),
+            "{text:?}"
+        );
+    }
 }
 
 #[test]

@@ -194,6 +194,11 @@ pub(crate) fn read_contents(mut r: impl Read) -> Result<Contents, Error> {
                     .to_string(),
             ));
         }
+        if text.iter().all(u8::is_ascii_whitespace) {
+            // Not "truncated": nothing was written at all (a run that crashed before its report,
+            // a file made by a shell's redirection).
+            return Err(Error::Format("the file is empty".to_string()));
+        }
         let envelope: Envelope = serde_json::from_slice(&text).map_err(|e| {
             let first = text.iter().find(|b| !b.is_ascii_whitespace());
             match (e.classify(), first) {
