@@ -49,6 +49,7 @@
 //!
 //! How it is built, and where it departs from the original design: `ARCHITECTURE.md` in the
 //! repository.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -73,6 +74,7 @@ mod tracker;
 #[doc(hidden)]
 pub use callsite::internals as __internals;
 #[cfg(feature = "cli")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
 pub use report::cli;
 
 pub use callsite::{Frame, Site};

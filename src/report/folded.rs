@@ -95,6 +95,7 @@ impl Snapshot {
     /// # }
     /// ```
     #[cfg(feature = "flamegraph")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "flamegraph")))]
     pub fn write_flamegraph(&self, path: impl AsRef<Path>) -> io::Result<()> {
         let title = match self.label() {
             Some(label) => format!("Live heap bytes at {label:?}"),
@@ -147,6 +148,7 @@ impl Delta {
     /// # }
     /// ```
     #[cfg(feature = "flamegraph")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "flamegraph")))]
     pub fn write_flamegraph(&self, path: impl AsRef<Path>) -> io::Result<()> {
         let title = estimated(
             format!("Heap growth {}", self.window_name()),

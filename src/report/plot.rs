@@ -260,6 +260,7 @@ fn plot_error(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("drawing the plot failed: {e}"))
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "plot")))]
 impl Timeline {
     /// Draws the timeline as an SVG line plot (feature `plot`): live, peak and (under a
     /// [`Pool`](crate::Pool)) reserved bytes at each checkpoint, and the live bytes of the five

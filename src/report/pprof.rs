@@ -355,6 +355,7 @@ fn with_estimates(
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "pprof")))]
 impl Snapshot {
     /// Writes the snapshot as a pprof profile (gzipped `profile.proto`, feature `pprof`) with
     /// the sample types `alloc_objects`, `alloc_space` (everything allocated so far),
@@ -408,6 +409,7 @@ impl Snapshot {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "pprof")))]
 impl Delta {
     /// Writes the growth as a pprof profile (feature `pprof`): `alloc_objects`/`alloc_space`
     /// count what was allocated in the window, `inuse_objects`/`inuse_space` the change in live
