@@ -155,6 +155,8 @@ fn write_dhat(file: &DhatFile, w: impl Write) -> io::Result<()> {
 impl Snapshot {
     /// Writes the snapshot in DHAT's format, for Valgrind's `dh_view.html`: per call site, the
     /// bytes and blocks ever allocated ("total") and those live at the snapshot ("at t-end").
+    /// A run without call sites (`CallSites::Off`, or sampled with no sample) gives a file
+    /// without any; `heapdelta export` refuses such a run instead.
     ///
     /// ```
     /// let path = std::env::temp_dir().join("heapdelta-doc-dhat.json");
@@ -197,6 +199,8 @@ impl Snapshot {
 impl Delta {
     /// Writes the growth in DHAT's format: per call site, the bytes and blocks allocated in the
     /// window ("total") and the growth of its live bytes ("at t-end"; a site that shrank shows 0).
+    /// A run without call sites (`CallSites::Off`, or sampled with no sample) gives a file
+    /// without any; `heapdelta export` refuses such a run instead.
     ///
     /// ```
     /// let step = heapdelta::checkpoint("step 1");

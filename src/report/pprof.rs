@@ -364,6 +364,8 @@ impl Snapshot {
     /// profile's time and duration are those of the window its allocations were counted in, from
     /// heapdelta's start to the snapshot (no time for a snapshot read from a file written before
     /// snapshots kept theirs).
+    /// A run without call sites (`CallSites::Off`, or sampled with no sample) gives a profile
+    /// without samples; `heapdelta export` refuses such a run instead.
     ///
     /// ```
     /// let path = std::env::temp_dir().join("heapdelta-doc.pb.gz");
@@ -417,6 +419,8 @@ impl Delta {
     /// `grown_objects`/`grown_space`, the default, that change where it is growth (0 where a site
     /// shrank), which viewers that refuse negative values open. The profile's time is the
     /// window's start, and its duration the window's length.
+    /// A run without call sites (`CallSites::Off`, or sampled with no sample) gives a profile
+    /// without samples; `heapdelta export` refuses such a run instead.
     ///
     /// ```
     /// let step = heapdelta::checkpoint("step 1");
