@@ -203,12 +203,26 @@ pub fn checkpoint(label: impl Into<String>) -> Delta {
         let owned: String = label;
         thread::untracked(|| owned.as_str().to_owned())
     };
+    take_checkpoint(label, false)
+}
+
+/// A checkpoint heapdelta's clock takes (`HEAPDELTA=every=`), marked as the clock's: the growth
+/// detector tells its steps from the program's (see `Timeline::step_ends`). Called inside
+/// heapdelta's guard, with a label that is heapdelta's own.
+pub(crate) fn clock_checkpoint(label: String) {
+    take_checkpoint(label, true);
+}
+
+/// Takes the checkpoint `label` (the clock's when `by_clock`), appends it to the timeline and
+/// returns the growth of its step.
+fn take_checkpoint(label: String, by_clock: bool) -> Delta {
     thread::untracked(|| {
         let mut tl = timeline_lock();
         // The snapshot and the new epoch under one lock, back to back: blocks born between the
         // two would count in the new step with the old epoch, and concurrent checkpoints leave
         // every slot with the newest epoch and the timeline in their order.
-        let snap = Snapshot::take(Some(label), true);
+        let mut snap = Snapshot::take(Some(label), true);
+        snap.by_clock = by_clock;
         stats::advance_epoch();
         append(&mut tl, snap, kept())
     })

@@ -379,7 +379,7 @@ fn checkpoint_every(interval: Duration) {
             if let Some(wait) = due.checked_sub(now()).filter(|&ms| ms > 0) {
                 std::thread::sleep(millis(wait));
             }
-            crate::checkpoint(format!("{}.{}s", due / 1000, due % 1000 / 100));
+            crate::checkpoint::clock_checkpoint(format!("{}.{}s", due / 1000, due % 1000 / 100));
         }
     })
 }

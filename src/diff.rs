@@ -932,13 +932,36 @@ impl Timeline {
 
     /// The step ends from the last checkpoint the timeline did not keep on: the ends of the steps
     /// the growth detector looks at, which are steps the program made, not a span of dropped ones.
-    fn unbroken_step_ends(&self) -> &[Snapshot] {
+    /// Of a timeline where both the program and heapdelta's clock (`HEAPDELTA=every=`) took
+    /// checkpoints, those of whichever took more (the program's, if as many): each kind's steps
+    /// are alike, and the two interleaved cut each other's steps into slivers in which a steady
+    /// leak did not grow (a user trial: `growing at every step: none` once `every=1` was added to
+    /// a program that checkpointed its batches).
+    fn unbroken_step_ends(&self) -> Vec<&Snapshot> {
+        let ends = self.unbroken();
+        match steps_of(ends) {
+            Some(by_clock) => ends.iter().filter(|s| s.by_clock == by_clock).collect(),
+            None => ends.iter().collect(),
+        }
+    }
+
+    /// The step ends from the last checkpoint the timeline did not keep on, of both kinds.
+    fn unbroken(&self) -> &[Snapshot] {
         let ends = self.step_ends();
         let start = (1..ends.len())
             .rev()
             .find(|&i| not_kept_between(&ends[i - 1], &ends[i]) > 0)
             .unwrap_or(0);
         &ends[start..]
+    }
+
+    /// When the growth detector follows one kind of checkpoint only (see `unbroken_step_ends`),
+    /// which: for the line that names its window.
+    pub(crate) fn detector_follows(&self) -> Option<&'static str> {
+        steps_of(self.unbroken()).map(|by_clock| match by_clock {
+            true => "the clock's checkpoints (every=)",
+            false => "the program's checkpoints",
+        })
     }
 
     /// Whether the live total rose in each of the steps [`growing`](Timeline::growing) looks
@@ -953,9 +976,9 @@ impl Timeline {
         }
         let window = &ends[ends.len() - n - 1..];
         let live = |s: &Snapshot| s.totals.live_bytes as i64;
-        let rose = window.windows(2).all(|w| live(&w[1]) > live(&w[0]));
+        let rose = window.windows(2).all(|w| live(w[1]) > live(w[0]));
         let sited = window[1..].iter().any(|s| s.sites.iter().next().is_some());
-        rose.then(|| (n, live(&window[n]).saturating_sub(live(&window[0])), sited))
+        rose.then(|| (n, live(window[n]).saturating_sub(live(window[0])), sited))
     }
 
     /// The checkpoint labelled `label`; an error when no checkpoint has that label, or when
@@ -1114,7 +1137,7 @@ impl Timeline {
             return None;
         }
         let growing = growing_over(before, n, n);
-        (!growing.is_empty()).then(|| (&ends[peak], fell, growing))
+        (!growing.is_empty()).then(|| (ends[peak], fell, growing))
     }
 
     /// Sites whose live bytes rose in at least `k` of the last `n` steps, most steps first (of
@@ -1144,20 +1167,20 @@ impl Timeline {
     /// # }
     /// ```
     pub fn growing_in(&self, k: usize, n: usize) -> Vec<Growth> {
-        growing_over(self.unbroken_step_ends(), k, n)
+        growing_over(&self.unbroken_step_ends(), k, n)
     }
 }
 
 /// The sites whose live bytes rose in at least `k` of the last `n` steps that `ends` (checkpoints
 /// ending steps, in order) close, as [`Timeline::growing_in`] gives them.
-fn growing_over(ends: &[Snapshot], k: usize, n: usize) -> Vec<Growth> {
+fn growing_over(ends: &[&Snapshot], k: usize, n: usize) -> Vec<Growth> {
     let n = n.min(ends.len().saturating_sub(1));
     if n == 0 || k == 0 || k > n {
         return Vec::new();
     }
     let window = &ends[ends.len() - n - 1..];
     thread::untracked(|| {
-        let series: Vec<HashMap<Site, i64>> = window.iter().map(live_by_site).collect();
+        let series: Vec<HashMap<Site, i64>> = window.iter().map(|s| live_by_site(s)).collect();
         let last = &series[series.len() - 1];
         let mut out: Vec<Growth> = last
             .iter()
@@ -1183,6 +1206,14 @@ fn growing_over(ends: &[Snapshot], k: usize, n: usize) -> Vec<Growth> {
         });
         out
     })
+}
+
+/// Of step ends taken by both the program and heapdelta's clock, which kind the growth detector
+/// follows: `Some(true)` the clock's, `Some(false)` the program's; `None` when all are of one kind.
+fn steps_of(ends: &[Snapshot]) -> Option<bool> {
+    let by_clock = ends.iter().filter(|s| s.by_clock).count();
+    let by_program = ends.len() - by_clock;
+    (by_clock > 0 && by_program > 0).then_some(by_clock > by_program)
 }
 
 /// How many checkpoints were taken between `a` and the later `b` and are in neither: none unless

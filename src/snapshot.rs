@@ -112,6 +112,9 @@ pub struct Snapshot {
     pub(crate) epoch: u32,
     /// Whether this snapshot closed its epoch (a checkpoint).
     pub(crate) checkpoint: bool,
+    /// Whether heapdelta's clock took this checkpoint (`HEAPDELTA=every=`), not the program.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) by_clock: bool,
     /// Identifies the process that took it (site ids are only comparable within one run).
     pub(crate) run: u64,
     /// Seconds since the process's first snapshot or allocation record.
@@ -237,6 +240,7 @@ impl Snapshot {
             label: None,
             epoch: 0,
             checkpoint: false,
+            by_clock: false,
             run: checkpoint::run_id(),
             seconds: 0.0,
             unix_nanos: 0,
@@ -326,6 +330,7 @@ impl Snapshot {
             label,
             epoch,
             checkpoint: closes_epoch,
+            by_clock: false,
             run: checkpoint::run_id(),
             seconds: checkpoint::seconds(),
             unix_nanos: checkpoint::unix_nanos(),
@@ -412,6 +417,7 @@ impl PartialEq for Snapshot {
             label,
             epoch,
             checkpoint,
+            by_clock,
             run,
             seconds,
             unix_nanos,
@@ -428,6 +434,7 @@ impl PartialEq for Snapshot {
         *label == other.label
             && *epoch == other.epoch
             && *checkpoint == other.checkpoint
+            && *by_clock == other.by_clock
             && *run == other.run
             && *seconds == other.seconds
             && *unix_nanos == other.unix_nanos

@@ -831,6 +831,19 @@ mod tests {
     }
 
     #[test]
+    fn a_clock_checkpoint_reads_back_as_the_clocks() {
+        let mut clock = checkpoint_of_another_run("1.0s", &[(1, 1)]);
+        clock.by_clock = true;
+        let checkpoints = vec![checkpoint_of_another_run("a", &[(1, 1)]), clock];
+        let back = written_and_read_back(checkpoints.clone());
+        assert_eq!(back, checkpoints);
+        assert_eq!(
+            back.iter().map(|c| c.by_clock).collect::<Vec<_>>(),
+            [false, true]
+        );
+    }
+
+    #[test]
     fn checkpoints_read_back_hold_the_sites_they_did_not_change_once() {
         let back = written_and_read_back(vec![
             checkpoint_of_another_run("a", &[(1, 1), (40, 1)]),

@@ -712,9 +712,14 @@ pub(crate) fn pool_view(p: &PoolStats) -> String {
 pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
     let growing = t.growing();
     let mut lines = Vec::new();
+    // Of a timeline the program and the clock both took checkpoints in, which steps were looked at.
+    let between = t
+        .detector_follows()
+        .map(|which| format!(", between {which}"))
+        .unwrap_or_default();
     if let Some(first) = growing.first() {
         lines.push(format!(
-            "growing at every step (last {} steps):",
+            "growing at every step (last {} steps{between}):",
             first.steps
         ));
         growth_rows(t, &growing, top, &mut lines);
@@ -727,8 +732,8 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
             };
             let after = if fell == 1 { "step" } else { "steps" };
             lines.push(format!(
-                "growing at every step up to {name} (last {} steps to it; live bytes fell in the \
-                 {fell} {after} after it):",
+                "growing at every step up to {name} (last {} steps to it{between}; live bytes \
+                 fell in the {fell} {after} after it):",
                 growing[0].steps
             ));
             growth_rows(t, &growing, top, &mut lines);
@@ -1084,18 +1089,28 @@ mod tests {
     /// Checkpoints `step 0` to `step 6` of one run with one site, `leak`, holding `live[i]` blocks
     /// of 8 bytes at checkpoint `i`.
     fn one_site_holding(live: [u64; 7]) -> Timeline {
+        leak_timeline(&live.map(|blocks| (blocks, false)))
+    }
+
+    /// Checkpoints of one run with one site, `leak`, holding `blocks` blocks of 8 bytes at each
+    /// `(blocks, by_clock)`: the program's labelled `step i`, the clock's `i.0s`.
+    fn leak_timeline(points: &[(u64, bool)]) -> Timeline {
         let leak = Site::new(vec![crate::callsite::Frame {
             function: "leak".to_string(),
             file: Some("src/main.rs".to_string()),
             line: Some(7),
         }]);
-        let checkpoints = (0..7u32)
-            .zip(live)
-            .map(|(epoch, blocks)| {
+        let checkpoints = (0..)
+            .zip(points)
+            .map(|(epoch, &(blocks, by_clock))| {
                 let mut s = Snapshot::zero();
                 s.epoch = epoch;
                 s.checkpoint = true;
-                s.label = Some(format!("step {epoch}"));
+                s.by_clock = by_clock;
+                s.label = Some(match by_clock {
+                    true => format!("{epoch}.0s"),
+                    false => format!("step {epoch}"),
+                });
                 s.totals.live_bytes = 8 * blocks;
                 s.sites = SiteList::new(vec![SiteCount {
                     site: Some(leak.clone()),
@@ -1105,6 +1120,40 @@ mod tests {
             })
             .collect();
         Timeline::new(checkpoints)
+    }
+
+    #[test]
+    fn a_leak_checkpointed_by_the_program_and_the_clock_is_found_at_the_programs_steps() {
+        // A user trial: a program checkpointing its batches, run with `HEAPDELTA=every=1`; each
+        // clock checkpoint fell right after one of the program's, in a step where nothing grew.
+        let mut points = Vec::new();
+        for batch in 0..7 {
+            points.push((10 * batch, false));
+            points.push((10 * batch, true));
+        }
+        let text = leak_timeline(&points).to_string();
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some("growing at every step (last 5 steps, between the program's checkpoints):")
+        );
+        assert_eq!(
+            lines.next(),
+            Some("        +400 B over 5 steps  leak (src/main.rs:7)  [(unknown)]")
+        );
+    }
+
+    #[test]
+    fn the_clock_steps_are_followed_when_the_clock_took_more_checkpoints() {
+        let mut points: Vec<(u64, bool)> = (0..8).map(|s| (10 * s, true)).collect();
+        points.insert(3, (20, false));
+        let text = leak_timeline(&points).to_string();
+        assert!(
+            text.starts_with(
+                "growing at every step (last 5 steps, between the clock's checkpoints (every=)):"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
