@@ -180,8 +180,28 @@ fn diff_takes_either_new_or_a_window_but_not_both() {
         "step 4",
     ]);
     assert_one_line_failure(&both, 2, "cannot be used with");
-    let neither = heapdelta(["diff", arg(&old)]);
-    assert_one_line_failure(&neither, 2, "required");
+}
+
+#[test]
+fn diff_of_a_timeline_alone_is_the_growth_from_its_first_checkpoint_to_its_last() {
+    let dir = demo("diff_whole_timeline");
+    let timeline = dir.join("timeline.json");
+    let whole = heapdelta(["diff", arg(&timeline)]);
+    assert_eq!(whole.code, 0, "{}", whole.stderr);
+    let window = heapdelta(["diff", arg(&timeline), "--from", "start", "--to", "step 4"]);
+    assert_eq!(whole.stdout, window.stdout);
+    assert!(
+        whole.stdout.starts_with("| start → step 4 |"),
+        "{}",
+        whole.stdout
+    );
+}
+
+#[test]
+fn diff_of_a_snapshot_alone_asks_for_a_second_file() {
+    let dir = demo("diff_snapshot_alone");
+    let run = heapdelta(["diff", arg(&dir.join("step4.json"))]);
+    assert_one_line_failure(&run, 1, "give a second file to compare it with");
 }
 
 #[test]
@@ -704,7 +724,7 @@ fn a_label_several_checkpoints_share_is_an_error_not_a_guess() {
 #[test]
 fn bad_arguments_are_a_usage_error() {
     assert_one_line_failure(&heapdelta(["frobnicate"]), 2, "frobnicate");
-    assert_one_line_failure(&heapdelta(["diff", "only-one.json"]), 2, "<NEW>");
+    assert_one_line_failure(&heapdelta(["diff", "--from", "a", "x.json"]), 2, "--to");
     assert_one_line_failure(
         &heapdelta(["export", "--format", "svg", "a.json", "-o", "b"]),
         2,

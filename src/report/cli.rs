@@ -56,14 +56,14 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         top: usize,
     },
-    /// Print the growth from OLD to NEW, or between two checkpoints of one timeline, largest
-    /// changes first.
+    /// Print the growth from OLD to NEW, or between two checkpoints of one timeline (its first
+    /// and last, without --from/--to), largest changes first.
     Diff {
-        /// The earlier snapshot (a timeline: its last checkpoint); with --from/--to, the
-        /// timeline whose checkpoints they pick.
+        /// The earlier snapshot (a timeline: its last checkpoint); alone, or with --from/--to, the
+        /// timeline whose checkpoints are compared.
         old: PathBuf,
         /// The later snapshot (a timeline: its last checkpoint).
-        #[arg(required_unless_present = "from", conflicts_with = "from")]
+        #[arg(conflicts_with = "from")]
         new: Option<PathBuf>,
         #[command(flatten)]
         window: Window,
@@ -344,6 +344,27 @@ fn growth_between(path: &Path, from: &str, to: &str) -> Result<Delta, Failure> {
     }
 }
 
+/// The growth over the timeline file at `path`: from its first checkpoint to its last (not the
+/// `exit` snapshot `HEAPDELTA=report=` adds, taken once the program had freed its data).
+fn whole_run(path: &Path) -> Result<Delta, Failure> {
+    let t = match read(path)? {
+        Contents::Timeline(t) => t,
+        Contents::Snapshot(_) => {
+            return Err(fail(
+                path,
+                "a snapshot file holds one state: give a second file to compare it with",
+            ))
+        }
+    };
+    match (t.checkpoints().first(), t.step_ends().last()) {
+        (Some(first), Some(last)) if !std::ptr::eq(first, last) => Ok(last.since(first)),
+        _ => Err(fail(
+            path,
+            "the timeline has fewer than two checkpoints: nothing to compare",
+        )),
+    }
+}
+
 fn show(path: &Path, top: usize) -> Outcome {
     match read(path)? {
         Contents::Timeline(t) => print_out(&format!("{}\n", text::timeline_text(&t, top))),
@@ -400,8 +421,8 @@ fn diff(old: &Path, new: Option<&Path>, window: &Window, by: By, top: usize) -> 
             named_by_file(read_snapshot(new)?, new).since(&before)
         }
         (None, Some(from), Some(to)) => growth_between(old, from, to)?,
-        // The parser asks for NEW unless --from is given, and --from needs --to.
-        (None, _, _) => return Err(Failure("diff needs NEW, or --from and --to".to_string())),
+        // The parser gives --from and --to together.
+        (None, _, _) => whole_run(old)?,
     };
     print_out(&growth_table(&delta, by, top))
 }
