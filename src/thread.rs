@@ -22,7 +22,9 @@
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
 
-use crate::callsite::{start_here, unwind_start_here, Sampler, StackBuffer, UnwindStart};
+use crate::callsite::{
+    frame_register_here, start_from, unwind_start_here, Replayed, Sampler, StackBuffer, UnwindStart,
+};
 use crate::config;
 use crate::header::Header;
 use crate::stats::{self, Pending, SiteCnt, Slot};
@@ -372,7 +374,7 @@ impl Ctx<'_> {
     /// thread's state is gone.
     #[inline]
     pub fn capture_site(&self, depth: usize) -> u32 {
-        self.st.map_or(0, |st| st.capture_site(depth))
+        self.st.map_or(0, |st| st.capture_site(depth, None).0)
     }
 }
 
@@ -383,26 +385,63 @@ impl State {
     /// stack the buffer can replay costs no walk; any other is captured with the guard set and the
     /// slots closed, so allocations made meanwhile (the first capture of a thread asks libc for
     /// its stack bounds) are not recorded.
+    ///
+    /// With `own`, the thread's own slot (`direct`), a replayed stack also gives the site's
+    /// counters there when their chunk exists, which the buffer keeps beside the site's id once
+    /// looked up (`None` otherwise: the caller looks them up). A buffer serves one thread, whose
+    /// own slot stays the same while the buffer lives (claimed once; the buffer is freed when the
+    /// thread gives the slot back), so the counters kept are always that slot's.
     #[inline(always)]
-    fn capture_site(&self, depth: usize) -> u32 {
+    fn capture_site(
+        &self,
+        depth: usize,
+        own: Option<&'static Slot>,
+    ) -> (u32, Option<&'static SiteCnt>) {
         if self.busy.replace(true) {
-            return 0;
+            return (0, None);
         }
         // With no frame to keep, nothing is walked (nor are frame pointers probed for).
-        let start = if depth == 0 { 0 } else { start_here() };
-        if start == 0 && depth > 0 {
-            return self.capture_unwound(depth);
+        if depth == 0 {
+            return (self.capture_guarded(0, depth, None), None);
         }
+        let here = frame_register_here();
         let buffer = self.stack.get();
         // SAFETY: a non-null `stack` is this thread's own buffer (from `StackBuffer::allocate`),
         // only borrowed while `busy` is set, by this call; a nested call on this thread sees
         // `busy` and returns above, and no other thread can reach this thread-local.
-        if let Some(id) = unsafe { buffer.as_mut() }.and_then(|b| b.replay(start, depth)) {
-            // The replay neither allocates nor calls out: nothing ran that the guard must hide.
-            self.busy.set(false);
-            return id;
+        let mut buffer = unsafe { buffer.as_mut() };
+        // The guess first, before frame pointers are known to be kept (see `StackBuffer::replay`).
+        if let Some(hit) = buffer.as_mut().and_then(|b| b.replay(here, depth)) {
+            return self.replayed(hit, own);
         }
-        self.capture_guarded(start, depth, None)
+        let start = start_from(here);
+        if start == 0 {
+            return (self.capture_unwound(depth), None);
+        }
+        if let Some(hit) = buffer.and_then(|b| b.replay_keyed(start, depth)) {
+            return self.replayed(hit, own);
+        }
+        (self.capture_guarded(start, depth, None), None)
+    }
+
+    /// `capture_site`'s result for a replayed stack, with the guard cleared: the replay neither
+    /// allocates nor calls out, so nothing ran that the guard must hide.
+    #[inline(always)]
+    fn replayed(
+        &self,
+        hit: Replayed<'_>,
+        own: Option<&'static Slot>,
+    ) -> (u32, Option<&'static SiteCnt>) {
+        let counters = match (own, *hit.counters) {
+            (None, _) => None,
+            (Some(_), Some(kept)) => Some(kept),
+            (Some(slot), None) => {
+                *hit.counters = slot.site_ready(hit.id);
+                *hit.counters
+            }
+        };
+        self.busy.set(false);
+        (hit.id, counters)
     }
 
     /// `capture_site` without frame pointers: the unwinder starts from the registers of the
@@ -564,11 +603,12 @@ pub fn alloc_exact(size: usize, depth: usize) -> Result<Header, Option<u32>> {
     }
     // SAFETY: a non-null `direct` was set from a `&'static Slot`, the thread's private one.
     let slot = unsafe { &*slot };
-    let site = st.capture_site(depth);
+    let (site, kept) = st.capture_site(depth, Some(slot));
     let (bytes, high) = st.admit_alloc(size).ok_or(Some(site))?;
-    let counters = match site {
-        0 => None,
-        _ => Some(slot.site_ready(site).ok_or(Some(site))?),
+    let counters = match (kept, site) {
+        (Some(kept), _) => Some(kept),
+        (None, 0) => None,
+        (None, _) => Some(slot.site_ready(site).ok_or(Some(site))?),
     };
     let tag = st.tag.get();
     st.commit_alloc(slot, size, bytes, tag, counters);

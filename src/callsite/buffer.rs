@@ -26,6 +26,8 @@
 //! Runs inside the global allocator (with heapdelta's guard set): no lock, no panic, and no
 //! allocation but the buffer itself, from the system allocator, on a thread's first capture.
 
+#[cfg(doc)]
+use super::capture::frame_register_here;
 use super::capture::{
     capture_recorded, frame_record_readable, same_chain, still_chain_end, FrameWords, InMemo, Memo,
     UnwindStart, FROM_REGS,
@@ -33,6 +35,7 @@ use super::capture::{
 #[cfg(test)]
 use super::capture::{start_here, unwind_start_here};
 use super::intern::{intern_captured, SiteId};
+use crate::stats::SiteCnt;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -79,14 +82,32 @@ fn matching(column: &[u32; RECENT], value: u32) -> u64 {
         .fold(0u64, |m, (i, &v)| m | u64::from(v == value) << i)
 }
 
+/// The site of a stack `StackBuffer::replay` replayed.
+pub(crate) struct Replayed<'a> {
+    /// Its id (never 0: only a stack with a site id is replayable).
+    pub(crate) id: SiteId,
+    /// Where the buffer keeps the counters of that site in the slot of the thread that owns it
+    /// (`None` until they are first looked up; see `Recent::counters`).
+    pub(crate) counters: &'a mut Option<&'static SiteCnt>,
+}
+
+/// The bit of `Recent::replay_depth` that says a walk was trusted for where it ended.
+const TRUSTED_END: usize = 1 << (usize::BITS - 1);
+
 /// A recently captured stack and its site id (`id == 0`: the entry is empty).
 struct Recent {
     n: usize,
     id: SiteId,
+    /// The counters of `id` in the slot of the thread that owns the buffer, once a replay of
+    /// this stack has looked them up there (see `replay`); `None` until then. Kept beside the id
+    /// so that a replayed allocation counts at its site without looking its chunk up in the slot.
+    counters: Option<&'static SiteCnt>,
     /// The depth the walk that last captured this stack was asked for, when `records` and the
     /// saved frame pointers in `frames` are that walk's and the stack has a site id (see
-    /// `same_chain`); 0 otherwise: the entry is not replayable (a capture of depth 0 walks
-    /// nothing). One field, so that `replay_entry` checks all three with one compare.
+    /// `same_chain`), with `TRUSTED_END` set when the walk was trusted only for ending at
+    /// `trusted_end`; 0 otherwise: the entry is not replayable (a capture of depth 0 walks
+    /// nothing). One field, so that `replays` checks all four with one compare when the walk was
+    /// complete on its own.
     replay_depth: usize,
     /// The chain end that walk was trusted for (0: it was complete on its own).
     trusted_end: usize,
@@ -140,6 +161,7 @@ impl StackBuffer {
                 Recent {
                     n: 0,
                     id: 0,
+                    counters: None,
                     replay_depth: 0,
                     trusted_end: 0,
                     frames: [FrameWords([0; 2]); STACK_WORDS],
@@ -167,7 +189,8 @@ impl StackBuffer {
         let buffer = unsafe { System.alloc_zeroed(layout) }.cast::<StackBuffer>();
         if !buffer.is_null() {
             // SAFETY: `buffer` is a fresh block of the buffer's layout; every field is valid as
-            // zero bytes (integers, arrays of them, a null pointer), and the three written here
+            // zero bytes (integers, arrays of them, a null pointer, `None` references), and the
+            // three written here
             // are written through raw pointers, without a reference to the whole.
             unsafe {
                 ptr::addr_of_mut!((*buffer).current).write(RECENT);
@@ -199,7 +222,7 @@ impl StackBuffer {
     }
 
     /// Captures the calling thread's stack (at most `depth` frames) from `start`, the value of
-    /// [`start_here`](super::capture::start_here) in the function the capture is made for (the
+    /// `start_here` in the function the capture is made for (the
     /// first address lies in its caller), and returns its site id. Out of line: the walk starts
     /// from `start` wherever it runs, and the function the replay is inlined into stays small.
     /// Without frame pointers (`start` 0), the unwinder walks from `unwind`, the
@@ -234,8 +257,14 @@ impl StackBuffer {
         // of a stack that never comes back (a program allocating from more places than there are
         // entries) would only cost.
         if let (true, Some(r), Some(key)) = (seen, self.recent.get_mut(i), self.keys.get_mut(i)) {
-            let replayable = c.recorded && c.n > 0 && r.id != 0;
-            r.replay_depth = if replayable { asked } else { 0 };
+            // (No depth has the `TRUSTED_END` bit: they are at most `MAX_DEPTH`, which the
+            // tracker and `HEAPDELTA` clamp to; a larger one is never replayed.)
+            let replayable = c.recorded && c.n > 0 && r.id != 0 && asked & TRUSTED_END == 0;
+            r.replay_depth = match (replayable, c.trusted_end) {
+                (false, _) => 0,
+                (true, 0) => asked,
+                (true, _) => asked | TRUSTED_END,
+            };
             r.trusted_end = c.trusted_end;
             *key = 0;
             if replayable {
@@ -277,38 +306,35 @@ impl StackBuffer {
         unsafe { memo.as_mut() }
     }
 
-    /// The site id `capture_site(start, depth)` would return, without walking the stack, when a
-    /// recent stack's frame records show that a walk from `start` would read them again: first
-    /// the stack guessed to come next, then (out of line) the one found by where it starts and
-    /// its first return address (`replay_keyed`). `None` otherwise (then `capture_site` must
-    /// run). Neither allocates nor calls out.
+    /// The site `capture_site(start, depth)` would return, without walking the stack, when the
+    /// frame records of the recent stack guessed to come next show that a walk from `start`
+    /// would read them again; `None` otherwise (then `replay_keyed` may find another one). Neither
+    /// allocates nor calls out.
     ///
-    /// `start` must be 0 or the current [`start_here`](super::capture::start_here) of the
-    /// function this is inlined into.
+    /// `here` is the frame-pointer register of the function this is inlined into, read before it
+    /// is known whether frame pointers are kept ([`frame_register_here`]): with frame pointers, the
+    /// `start_here` there; without, any value, which no entry matches, since only a frame-pointer
+    /// walk makes an entry replayable. `depth` is not 0.
     #[inline(always)]
-    pub(crate) fn replay(&mut self, start: usize, depth: usize) -> Option<SiteId> {
-        if start == 0 {
+    pub(crate) fn replay(&mut self, here: usize, depth: usize) -> Option<Replayed<'_>> {
+        // No guess (`RECENT`) is no entry.
+        let &i = self.guess.get(self.current)?;
+        if !self.replays(i, here, depth) {
             return None;
         }
-        // No guess (`RECENT`) is no entry.
-        if let Some(&i) = self.guess.get(self.current) {
-            if let Some(id) = self.replay_entry(i, start, depth) {
-                self.current = i;
-                return Some(id);
-            }
-        }
-        self.replay_keyed(start, depth)
+        self.current = i;
+        self.replayed(i)
     }
 
     /// `replay` when the guess does not hold: the replayable entries whose walk started at
     /// `start` and first read the return address found there now (`keys`), checked in full.
     /// Out of line: places taking turns never reach it, and the walk it spares costs more than
-    /// the call.
+    /// the call. Neither allocates nor calls out.
     ///
     /// `start` must be the current `start_here` of the function `replay` is inlined into (this
-    /// function's caller), never 0.
+    /// function's caller), never 0, and `depth` not 0.
     #[inline(never)]
-    fn replay_keyed(&mut self, start: usize, depth: usize) -> Option<SiteId> {
+    pub(crate) fn replay_keyed(&mut self, start: usize, depth: usize) -> Option<Replayed<'_>> {
         // As a walk does before its first read: `start` must lie in the thread's stack (whose
         // bounds are known once a walk has run, as one has for any entry to be replayable).
         if !frame_record_readable(start) {
@@ -322,37 +348,56 @@ impl StackBuffer {
         while found != 0 {
             let i = found.trailing_zeros() as usize;
             found &= found - 1;
-            if let Some(id) = self.replay_entry(i, start, depth) {
+            if self.replays(i, start, depth) {
                 self.follow(i);
-                return Some(id);
+                return self.replayed(i);
             }
         }
         None
     }
 
-    /// The site id of entry `i` when it is replayable from `start` at `depth` (the depth the
-    /// capture is asked for) and its frame records show a walk from `start` would read them
-    /// again (see `same_chain`).
+    /// Whether entry `i` is replayable from `start` at `depth` (the depth the capture is asked
+    /// for) and its frame records show a walk from `start` would read them again (see
+    /// `same_chain`).
     ///
-    /// `start` must be the current `start_here` of the function `replay` is inlined into, never 0.
+    /// `start` must be the current `start_here` of the function `replay` is inlined into, or, in
+    /// a thread whose walks cannot record frame records (no frame pointers), any value; `depth`
+    /// must not be 0.
     #[inline(always)]
-    fn replay_entry(&self, i: usize, start: usize, depth: usize) -> Option<SiteId> {
-        let r = self.recent.get(i)?;
-        // A replayable entry (`replay_depth` not 0, and `depth` is not 0 here: `start` is not)
-        // has at least one record.
-        if r.replay_depth != depth
-            || r.records[0] != start
-            || (r.trusted_end != 0 && !still_chain_end(r.trusted_end))
-        {
-            return None;
+    fn replays(&self, i: usize, start: usize, depth: usize) -> bool {
+        let Some(r) = self.recent.get(i) else {
+            return false;
+        };
+        // A replayable entry (`replay_depth` not 0, as `depth` is not) has at least one record,
+        // and exists only where frame pointers are kept (only the frame-pointer walk records).
+        if r.replay_depth != depth {
+            // Unless the walk was trusted for where it ended, and that is still the thread's
+            // known chain end.
+            if r.replay_depth != depth | TRUSTED_END || !still_chain_end(r.trusted_end) {
+                return false;
+            }
         }
-        let (records, frames) = (r.records.get(..r.n)?, r.frames.get(..r.n)?);
+        if r.records[0] != start {
+            return false;
+        }
+        let (Some(records), Some(frames)) = (r.records.get(..r.n), r.frames.get(..r.n)) else {
+            return false;
+        };
         // SAFETY: a replayable entry's records are frame records a walk read on this thread (the
         // buffer is thread-local), and the first is `start` (checked above), the frame record of
         // the function `replay` is inlined into, live while this runs (that function is this
         // one's caller, or this one's caller's): the walk read them in increasing order, so they
         // all lie between that frame and the top of the stack.
-        unsafe { same_chain(records, frames) }.then_some(r.id)
+        unsafe { same_chain(records, frames) }
+    }
+
+    /// The site of entry `i`, which `replays` (`None` for no entry).
+    #[inline(always)]
+    fn replayed(&mut self, i: usize) -> Option<Replayed<'_>> {
+        self.recent.get_mut(i).map(|r| Replayed {
+            id: r.id,
+            counters: &mut r.counters,
+        })
     }
 
     /// Without frame pointers: the site id `capture_site(0, depth, Some(regs))` would return,
@@ -415,6 +460,7 @@ impl StackBuffer {
             }
             r.n = n;
             r.id = id;
+            r.counters = None;
             r.replay_depth = 0;
         }
         // Until it is known what follows a new stack, the guess is that it repeats (a loop).
@@ -490,7 +536,7 @@ mod tests {
         // starts must not read an address outside them (reading this one would fault).
         let _ = super::super::capture::stack_bounds();
         let mut buf = StackBuffer::new();
-        assert_eq!(buf.replay(0x10, 32), None);
+        assert_eq!(buf.replay_keyed(0x10, 32).map(|r| r.id), None);
     }
 
     #[test]
@@ -543,7 +589,10 @@ mod tests {
         unwind_start_here(&mut unwind);
         let replayed = match start {
             0 => buf.replay_unwound(&unwind, depth),
-            _ => buf.replay(start, depth),
+            _ => buf
+                .replay(start, depth)
+                .map(|r| r.id)
+                .or_else(|| buf.replay_keyed(start, depth).map(|r| r.id)),
         };
         let id = replayed.unwrap_or_else(|| buf.capture_site(start, depth, Some(&unwind)));
         let mut stack = vec![0; depth];

@@ -197,19 +197,44 @@ pub struct Captured {
 }
 
 /// Where a capture inlined into the calling function starts: that function's frame record, or 0
-/// without frame pointers (nothing to record or replay then).
+/// without frame pointers (nothing to record or replay then). Captures read the register first
+/// and check for frame pointers after (see [`frame_register_here`]); this is both at once.
+#[cfg(test)]
 #[inline(always)]
 pub fn start_here() -> usize {
+    start_from(frame_register_here())
+}
+
+/// The frame-pointer register in the calling function, whether or not frame pointers are kept:
+/// with them, that function's frame record; without, any value (0 on targets without
+/// frame-pointer walks). [`start_from`] gives the start of a capture from it. (Read first, so
+/// that a replay, which only matches it against frame records that frame-pointer walks read,
+/// does not wait for the check of whether frame pointers are kept.)
+#[inline(always)]
+pub fn frame_register_here() -> usize {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
-        if frame_pointers_present() {
-            return fp::current_frame_pointer();
-        }
+        fp::current_frame_pointer()
     }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     0
 }
 
-/// The capture of a thread's capture buffer: the stack from `start`, the value of [`start_here`]
+/// `start_here` from the [`frame_register_here`] of the same function: that value, or 0
+/// without frame pointers.
+#[inline(always)]
+pub fn start_from(register: usize) -> usize {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        if frame_pointers_present() {
+            return register;
+        }
+    }
+    let _ = register;
+    0
+}
+
+/// The capture of a thread's capture buffer: the stack from `start`, the value of `start_here`
 /// in the function the capture is made for (the first address lies in that function's caller).
 /// Must be inlined into a function that function calls directly: the unwinder fallbacks drop the
 /// frames up to and including that one. When the frame-pointer walk is used, the address of each
@@ -297,7 +322,7 @@ pub(crate) struct FrameWords(pub(crate) [usize; 2]);
 ///
 /// # Safety
 /// Every address in `records` must be a frame record that a walk ([`capture_recorded`]) read on
-/// the calling thread, and `records[0]` the current [`start_here`] of the calling function or of
+/// the calling thread, and `records[0]` the current `start_here` of the calling function or of
 /// a function it was called from (a live frame): the records then lie in this thread's stack, at
 /// or above that frame. (Unlike a walk, this reads every record even past one that differs; they
 /// all lie between that frame and the top of the stack the walk checked them against. A program
@@ -343,7 +368,7 @@ fn capture_hashed_here(out: &mut [usize], skip: usize) -> (usize, u64) {
 }
 
 /// The registers an unwinder capture inlined into a function starts from: that function's, as
-/// [`start_here`] gives its frame record with frame pointers (x86_64 Linux; on other targets
+/// `start_here` gives its frame record with frame pointers (x86_64 Linux; on other targets
 /// nothing: the general unwinder finds its own start).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(crate) use super::cfi::Registers as UnwindStart;

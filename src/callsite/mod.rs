@@ -17,8 +17,8 @@ mod site;
 pub(crate) mod symbols;
 mod typename;
 
-pub(crate) use buffer::{StackBuffer, STACK_WORDS};
-pub(crate) use capture::{start_here, unwind_start_here, UnwindStart};
+pub(crate) use buffer::{Replayed, StackBuffer, STACK_WORDS};
+pub(crate) use capture::{frame_register_here, start_from, unwind_start_here, UnwindStart};
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(crate) use cfi::{lock_for_fork as lock_rules_for_fork, unlock_after_fork as unlock_rules};
 pub(crate) use intern::{SiteId, LAST_SITE};
