@@ -14,21 +14,62 @@ const PLACES: usize = 40;
 /// Blocks kept from each place.
 const ROUNDS: usize = 50;
 
-/// One place: each `K` is a function of its own, so its blocks have a call site of their own.
-#[inline(never)]
-fn alloc_at<const K: usize>() -> Box<[u64; 3]> {
-    black_box(Box::new([K as u64; 3]))
+type Block = Box<[u64; 3]>;
+
+/// The places: functions of their own, each on a line of its own, so that their sites differ by
+/// name and line whatever the build's symbol mangling.
+#[rustfmt::skip]
+mod places {
+    use super::{black_box, Block};
+    #[inline(never)] pub fn p0() -> Block { black_box(Box::new([0; 3])) }
+    #[inline(never)] pub fn p1() -> Block { black_box(Box::new([1; 3])) }
+    #[inline(never)] pub fn p2() -> Block { black_box(Box::new([2; 3])) }
+    #[inline(never)] pub fn p3() -> Block { black_box(Box::new([3; 3])) }
+    #[inline(never)] pub fn p4() -> Block { black_box(Box::new([4; 3])) }
+    #[inline(never)] pub fn p5() -> Block { black_box(Box::new([5; 3])) }
+    #[inline(never)] pub fn p6() -> Block { black_box(Box::new([6; 3])) }
+    #[inline(never)] pub fn p7() -> Block { black_box(Box::new([7; 3])) }
+    #[inline(never)] pub fn p8() -> Block { black_box(Box::new([8; 3])) }
+    #[inline(never)] pub fn p9() -> Block { black_box(Box::new([9; 3])) }
+    #[inline(never)] pub fn p10() -> Block { black_box(Box::new([10; 3])) }
+    #[inline(never)] pub fn p11() -> Block { black_box(Box::new([11; 3])) }
+    #[inline(never)] pub fn p12() -> Block { black_box(Box::new([12; 3])) }
+    #[inline(never)] pub fn p13() -> Block { black_box(Box::new([13; 3])) }
+    #[inline(never)] pub fn p14() -> Block { black_box(Box::new([14; 3])) }
+    #[inline(never)] pub fn p15() -> Block { black_box(Box::new([15; 3])) }
+    #[inline(never)] pub fn p16() -> Block { black_box(Box::new([16; 3])) }
+    #[inline(never)] pub fn p17() -> Block { black_box(Box::new([17; 3])) }
+    #[inline(never)] pub fn p18() -> Block { black_box(Box::new([18; 3])) }
+    #[inline(never)] pub fn p19() -> Block { black_box(Box::new([19; 3])) }
+    #[inline(never)] pub fn p20() -> Block { black_box(Box::new([20; 3])) }
+    #[inline(never)] pub fn p21() -> Block { black_box(Box::new([21; 3])) }
+    #[inline(never)] pub fn p22() -> Block { black_box(Box::new([22; 3])) }
+    #[inline(never)] pub fn p23() -> Block { black_box(Box::new([23; 3])) }
+    #[inline(never)] pub fn p24() -> Block { black_box(Box::new([24; 3])) }
+    #[inline(never)] pub fn p25() -> Block { black_box(Box::new([25; 3])) }
+    #[inline(never)] pub fn p26() -> Block { black_box(Box::new([26; 3])) }
+    #[inline(never)] pub fn p27() -> Block { black_box(Box::new([27; 3])) }
+    #[inline(never)] pub fn p28() -> Block { black_box(Box::new([28; 3])) }
+    #[inline(never)] pub fn p29() -> Block { black_box(Box::new([29; 3])) }
+    #[inline(never)] pub fn p30() -> Block { black_box(Box::new([30; 3])) }
+    #[inline(never)] pub fn p31() -> Block { black_box(Box::new([31; 3])) }
+    #[inline(never)] pub fn p32() -> Block { black_box(Box::new([32; 3])) }
+    #[inline(never)] pub fn p33() -> Block { black_box(Box::new([33; 3])) }
+    #[inline(never)] pub fn p34() -> Block { black_box(Box::new([34; 3])) }
+    #[inline(never)] pub fn p35() -> Block { black_box(Box::new([35; 3])) }
+    #[inline(never)] pub fn p36() -> Block { black_box(Box::new([36; 3])) }
+    #[inline(never)] pub fn p37() -> Block { black_box(Box::new([37; 3])) }
+    #[inline(never)] pub fn p38() -> Block { black_box(Box::new([38; 3])) }
+    #[inline(never)] pub fn p39() -> Block { black_box(Box::new([39; 3])) }
 }
 
-macro_rules! places {
-    ($($k:literal)*) => {
-        [$(alloc_at::<$k> as fn() -> Box<[u64; 3]>),*]
-    };
-}
-
-fn places() -> [fn() -> Box<[u64; 3]>; PLACES] {
-    places!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
-        32 33 34 35 36 37 38 39)
+fn places() -> [fn() -> Block; PLACES] {
+    use places::*;
+    [
+        p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16, p17, p18, p19,
+        p20, p21, p22, p23, p24, p25, p26, p27, p28, p29, p30, p31, p32, p33, p34, p35, p36, p37,
+        p38, p39,
+    ]
 }
 
 /// Allocates `ROUNDS` blocks from every place, in the order `order` gives for each round, and
