@@ -933,10 +933,10 @@ impl Timeline {
     /// The step ends from the last checkpoint the timeline did not keep on: the ends of the steps
     /// the growth detector looks at, which are steps the program made, not a span of dropped ones.
     /// Of a timeline where both the program and heapdelta's clock (`HEAPDELTA=every=`) took
-    /// checkpoints, those of whichever took more (the program's, if as many): each kind's steps
-    /// are alike, and the two interleaved cut each other's steps into slivers in which a steady
-    /// leak did not grow (a user trial: `growing at every step: none` once `every=1` was added to
-    /// a program that checkpointed its batches).
+    /// checkpoints, those of one kind (see `steps_of`): each kind's steps are alike, and the two
+    /// interleaved cut each other's steps into slivers in which a steady leak did not grow (a
+    /// user trial: `growing at every step: none` once `every=1` was added to a program that
+    /// checkpointed its batches).
     fn unbroken_step_ends(&self) -> Vec<&Snapshot> {
         let ends = self.unbroken();
         match steps_of(ends) {
@@ -956,7 +956,7 @@ impl Timeline {
     }
 
     /// When the growth detector follows one kind of checkpoint only (see `unbroken_step_ends`),
-    /// which: for the line that names its window.
+    /// which: for the lines that name its window.
     pub(crate) fn detector_follows(&self) -> Option<&'static str> {
         steps_of(self.unbroken()).map(|by_clock| match by_clock {
             true => "the clock's checkpoints (every=)",
@@ -1093,7 +1093,10 @@ impl Timeline {
     /// final snapshot that is not a checkpoint, as the `exit` one of `HEAPDELTA=report=`, ends no
     /// step, and the span across checkpoints that were not kept
     /// ([`keep_checkpoints`](crate::keep_checkpoints), `HEAPDELTA=keep=`) is not a step:
-    /// only the steps after it count.
+    /// only the steps after it count. When both the program and heapdelta's clock
+    /// (`HEAPDELTA=every=`) took checkpoints, the steps are those between checkpoints of one
+    /// kind: the kind of the last one (or the other, when the last one's kind took fewer than
+    /// three); `Display` names it.
     ///
     /// ```
     /// # #[global_allocator]
@@ -1141,7 +1144,8 @@ impl Timeline {
     }
 
     /// Sites whose live bytes rose in at least `k` of the last `n` steps, most steps first (of
-    /// fewer steps when there are fewer since the last checkpoint not kept, see
+    /// fewer steps when there are fewer since the last checkpoint not kept, and between
+    /// checkpoints of one kind when the program and the clock both took some: see
     /// [`growing`](Timeline::growing)).
     ///
     /// ```
@@ -1210,10 +1214,22 @@ fn growing_over(ends: &[&Snapshot], k: usize, n: usize) -> Vec<Growth> {
 
 /// Of step ends taken by both the program and heapdelta's clock, which kind the growth detector
 /// follows: `Some(true)` the clock's, `Some(false)` the program's; `None` when all are of one kind.
+/// The kind of the last step end, the most recent: a program that checkpointed one phase and left
+/// the next to the clock leaks, if it does, in the clock's steps (a review: following whichever
+/// kind took more looked at the old phase alone). Unless that kind has too few step ends for two
+/// steps and the other has enough: a program's last `done` after a run of the clock's.
 fn steps_of(ends: &[Snapshot]) -> Option<bool> {
     let by_clock = ends.iter().filter(|s| s.by_clock).count();
     let by_program = ends.len() - by_clock;
-    (by_clock > 0 && by_program > 0).then_some(by_clock > by_program)
+    if by_clock == 0 || by_program == 0 {
+        return None;
+    }
+    let last = ends.last()?.by_clock;
+    let (mine, other) = match last {
+        true => (by_clock, by_program),
+        false => (by_program, by_clock),
+    };
+    Some(if mine < 3 && other >= 3 { !last } else { last })
 }
 
 /// How many checkpoints were taken between `a` and the later `b` and are in neither: none unless

@@ -724,7 +724,7 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
         ));
         growth_rows(t, &growing, top, &mut lines);
     } else {
-        lines.push(nothing_growing(t));
+        lines.push(nothing_growing(t, &between));
         if let Some((peak, fell, growing)) = t.growing_before_fall() {
             let name = match peak.label() {
                 Some(label) => format!("{:?}", OneLine(label).to_string()),
@@ -768,10 +768,11 @@ fn growth_rows(t: &Timeline, growing: &[Growth], top: usize, lines: &mut Vec<Str
 }
 
 /// The growth detector's line when no site grew at every step: `none`, or, when the live total
-/// did grow at every step, why no site was found.
-fn nothing_growing(t: &Timeline) -> String {
+/// did grow at every step, why no site was found; `between` names the kind of checkpoints
+/// followed, if one was.
+fn nothing_growing(t: &Timeline, between: &str) -> String {
     let Some((steps, growth, sited)) = t.live_rose_at_every_step() else {
-        return "growing at every step: none".to_string();
+        return format!("growing at every step{between}: none");
     };
     let sampled = t.checkpoints.last().and_then(|c| c.sampled_mean);
     let why = match (sampled, sited) {
@@ -788,7 +789,7 @@ fn nothing_growing(t: &Timeline) -> String {
         (None, true) => "no single call site grew at every step".to_string(),
     };
     format!(
-        "growing at every step: no site, but live bytes rose in each of the last {steps} steps \
+        "growing at every step{between}: no site, but live bytes rose in each of the last {steps} steps \
          ({} in all): {why}",
         signed_bytes(growth)
     )
@@ -1122,37 +1123,73 @@ mod tests {
         Timeline::new(checkpoints)
     }
 
+    /// The first line of the timeline text, and the second, of `leak_timeline(points)`.
+    fn growing_lines(points: &[(u64, bool)]) -> (String, String) {
+        let text = leak_timeline(points).to_string();
+        let mut lines = text.lines().map(str::to_string);
+        (
+            lines.next().unwrap_or_default(),
+            lines.next().unwrap_or_default(),
+        )
+    }
+
     #[test]
-    fn a_leak_checkpointed_by_the_program_and_the_clock_is_found_at_the_programs_steps() {
+    fn a_leak_checkpointed_by_the_program_and_the_clock_is_found_at_one_kinds_steps() {
         // A user trial: a program checkpointing its batches, run with `HEAPDELTA=every=1`; each
         // clock checkpoint fell right after one of the program's, in a step where nothing grew.
+        // The last checkpoint is the clock's, and each of its steps spans a batch.
         let mut points = Vec::new();
         for batch in 0..7 {
             points.push((10 * batch, false));
             points.push((10 * batch, true));
         }
-        let text = leak_timeline(&points).to_string();
-        let mut lines = text.lines();
         assert_eq!(
-            lines.next(),
-            Some("growing at every step (last 5 steps, between the program's checkpoints):")
+            growing_lines(&points),
+            (
+                "growing at every step (last 5 steps, between the clock's checkpoints (every=)):"
+                    .to_string(),
+                "        +400 B over 5 steps  leak (src/main.rs:7)  [(unknown)]".to_string()
+            )
         );
+        points.push((70, false));
         assert_eq!(
-            lines.next(),
-            Some("        +400 B over 5 steps  leak (src/main.rs:7)  [(unknown)]")
+            growing_lines(&points).0,
+            "growing at every step (last 5 steps, between the program's checkpoints):"
         );
     }
 
     #[test]
-    fn the_clock_steps_are_followed_when_the_clock_took_more_checkpoints() {
+    fn a_leak_in_a_phase_the_clock_checkpointed_after_one_the_program_did_is_found() {
+        // A review: eight checkpoints of the program's on a flat heap, then seven of the clock's
+        // while the program leaked; following the kind that took more missed the leak.
+        let mut points: Vec<(u64, bool)> = (0..8).map(|_| (5, false)).collect();
+        points.extend((1..=7).map(|s| (5 + 10 * s, true)));
+        let (first, second) = growing_lines(&points);
+        assert_eq!(
+            first,
+            "growing at every step (last 5 steps, between the clock's checkpoints (every=)):"
+        );
+        assert!(second.contains("+400 B over 5 steps  leak"), "{second}");
+    }
+
+    #[test]
+    fn a_last_checkpoint_of_a_kind_too_few_for_two_steps_leaves_the_steps_to_the_other() {
+        // A program's `done` after a run of the clock's checkpoints.
         let mut points: Vec<(u64, bool)> = (0..8).map(|s| (10 * s, true)).collect();
-        points.insert(3, (20, false));
-        let text = leak_timeline(&points).to_string();
-        assert!(
-            text.starts_with(
-                "growing at every step (last 5 steps, between the clock's checkpoints (every=)):"
-            ),
-            "{text}"
+        points.push((80, false));
+        assert_eq!(
+            growing_lines(&points).0,
+            "growing at every step (last 5 steps, between the clock's checkpoints (every=)):"
+        );
+    }
+
+    #[test]
+    fn no_growth_between_one_kinds_checkpoints_names_the_kind() {
+        let mut points: Vec<(u64, bool)> = (0..4).map(|_| (5, false)).collect();
+        points.extend((0..4).map(|_| (5, true)));
+        assert_eq!(
+            growing_lines(&points).0,
+            "growing at every step, between the clock's checkpoints (every=): none"
         );
     }
 
