@@ -314,7 +314,7 @@ impl StackBuffer {
     /// `here` is the frame-pointer register of the function this is inlined into, read before it
     /// is known whether frame pointers are kept ([`frame_register_here`]): with frame pointers, the
     /// `start_here` there; without, any value, which no entry matches, since only a frame-pointer
-    /// walk makes an entry replayable. `depth` is not 0.
+    /// walk makes an entry replayable.
     #[inline(always)]
     pub(crate) fn replay(&mut self, here: usize, depth: usize) -> Option<Replayed<'_>> {
         // No guess (`RECENT`) is no entry.
@@ -332,7 +332,7 @@ impl StackBuffer {
     /// the call. Neither allocates nor calls out.
     ///
     /// `start` must be the current `start_here` of the function `replay` is inlined into (this
-    /// function's caller), never 0, and `depth` not 0.
+    /// function's caller), never 0.
     #[inline(never)]
     pub(crate) fn replay_keyed(&mut self, start: usize, depth: usize) -> Option<Replayed<'_>> {
         // As a walk does before its first read: `start` must lie in the thread's stack (whose
@@ -361,13 +361,18 @@ impl StackBuffer {
     /// `same_chain`).
     ///
     /// `start` must be the current `start_here` of the function `replay` is inlined into, or, in
-    /// a thread whose walks cannot record frame records (no frame pointers), any value; `depth`
-    /// must not be 0.
+    /// a thread whose walks cannot record frame records (no frame pointers), any value.
     #[inline(always)]
     fn replays(&self, i: usize, start: usize, depth: usize) -> bool {
         let Some(r) = self.recent.get(i) else {
             return false;
         };
+        // A depth of 0 is that of the entries that are not replayable, whose records are stale:
+        // nothing is replayed at it (no caller asks; the compare folds away where the depth is a
+        // constant).
+        if depth == 0 {
+            return false;
+        }
         // A replayable entry (`replay_depth` not 0, as `depth` is not) has at least one record,
         // and exists only where frame pointers are kept (only the frame-pointer walk records).
         if r.replay_depth != depth {
@@ -528,6 +533,14 @@ mod tests {
         let (i, seen) = buf.entry_of(2, hash_stack(&a), false);
         assert!(!seen);
         assert_ne!(buf.follow(i), id_a);
+    }
+
+    #[test]
+    fn nothing_is_replayed_at_depth_zero() {
+        // The depth of the entries that are not replayable: an empty entry, whose first record
+        // is 0, would otherwise match a start of 0 (a review).
+        let buf = StackBuffer::new();
+        assert!(!buf.replays(0, 0, 0));
     }
 
     #[test]
