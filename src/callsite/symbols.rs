@@ -311,12 +311,21 @@ fn program_frames_of_merged_code(raw: &mut [RawFrame]) {
 /// was counted at `try_allocate_in`). Its caller, the function it was inlined into, is std's; the
 /// program's code inlined there (a closure passed to an iterator) has its own file and line, so a
 /// frame of it is taken as std's only when it lacks both, and the site is then named one frame
-/// further out, still in the program. Outermost first, so a run of such frames goes to std.
+/// further out, still in the program. Only a name without a path: fuller debug information
+/// names a function with its path (`app::summarize::{{closure}}`), which `origin` reads already.
+/// Outermost first, so a run of such frames goes to std.
 fn std_frames_without_location(raw: &mut [RawFrame]) {
     for i in (0..raw.len().saturating_sub(1)).rev() {
         let caller_is_std = raw[i + 1].origin == Origin::Std;
         let f = &mut raw[i];
-        if caller_is_std && f.inlined && f.frame.file.is_none() && f.origin == Origin::User {
+        let name = &f.frame.function;
+        let pathless = !name[..name.find('<').unwrap_or(name.len())].contains("::");
+        if caller_is_std
+            && f.inlined
+            && f.frame.file.is_none()
+            && f.origin == Origin::User
+            && pathless
+        {
             f.origin = Origin::Std;
         }
     }
@@ -590,11 +599,15 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
     let marker = cut.map(cut_marker);
     // Std's frames between the program's keep their names, not their generic arguments: an
     // iterator chain's `collect<core::iter::adapters::map::Map<…>>` ran to hundreds of characters
-    // per frame in a flamegraph (a user trial); the program's own frames keep theirs.
-    let kept = kept
+    // per frame in a flamegraph (a user trial); the program's own frames keep theirs. Only between
+    // the program's (or a dependency's) frames, and after recursion is folded: a site of std's
+    // frames alone keeps them whole, where two instances of one generic function, named alike
+    // without their arguments, read as recursion and lost the frames between them (a review).
+    let between_code = kept.first().is_some_and(is_code);
+    let kept: Vec<RawFrame> = fold_recursion(kept)
         .into_iter()
         .map(|mut f| {
-            if f.origin == Origin::Std {
+            if between_code && f.origin == Origin::Std {
                 f.frame.function = without_generics(&f.frame.function);
             }
             f
@@ -602,14 +615,10 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
         .collect();
     let kept = marker
         .into_iter()
-        .chain(
-            shorten_all(fold_recursion(kept))
-                .into_iter()
-                .map(|f| Frame {
-                    function: plain_path(&f.function),
-                    ..f
-                }),
-        )
+        .chain(shorten_all(kept).into_iter().map(|f| Frame {
+            function: plain_path(&f.function),
+            ..f
+        }))
         .collect();
     Site::with_type(kept, type_name)
 }
@@ -960,6 +969,61 @@ mod tests {
         frames.push(raw("app::run_batch", Some("/home/u/app/src/main.rs"), 316));
         let site = build(frames, Some("/home/u/app/"));
         assert_eq!(site.to_string(), "app::tokenize (src/main.rs:143)");
+    }
+
+    #[test]
+    fn a_frame_without_a_location_named_with_the_programs_path_stays_the_programs() {
+        // Fuller debug information names the closure with its path (a review).
+        let mut frames = vec![
+            RawFrame {
+                inlined: true,
+                origin: origin("app::summarize::{{closure}}", None, None, "/x/"),
+                frame: Frame {
+                    function: "app::summarize::{{closure}}".to_string(),
+                    file: None,
+                    line: None,
+                },
+            },
+            raw(
+                "core::iter::adapters::map::map_fold::{{closure}}",
+                Some(&format!("{STD}/core/src/iter/adapters/map.rs")),
+                88,
+            ),
+            raw("app::summarize", Some("/home/u/app/src/main.rs"), 66),
+        ];
+        frames[2].inlined = false;
+        std_frames_without_location(&mut frames);
+        assert_eq!(frames[0].origin, Origin::User);
+    }
+
+    #[test]
+    fn a_site_of_std_frames_alone_keeps_its_generic_functions_apart() {
+        // Two instances of `call_once`, named alike without their generic arguments, read as
+        // recursion and lost `std::rt::init` between them (a review).
+        let s = |f: &str, file: &str| raw(f, Some(&format!("{STD}/{file}")), 1);
+        let frames = vec![
+            s(
+                "alloc::raw_vec::finish_grow<alloc::alloc::Global>",
+                "alloc/src/raw_vec/mod.rs",
+            ),
+            s(
+                "std::sys::thread_local::Storage<T>::initialize",
+                "std/src/sys/tl.rs",
+            ),
+            s(
+                "core::ops::function::FnOnce::call_once<A, ()>",
+                "core/src/ops/function.rs",
+            ),
+            s("std::rt::init", "std/src/rt.rs"),
+            s(
+                "core::ops::function::FnOnce::call_once<B, ()>",
+                "core/src/ops/function.rs",
+            ),
+            s("std::rt::lang_start_internal", "std/src/rt.rs"),
+        ];
+        let site = build(frames, Some("/home/u/app/"));
+        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        assert!(names.contains(&"std::rt::init"), "{names:?}");
     }
 
     #[test]

@@ -410,11 +410,12 @@ impl Display for Delta {
                         let each = match (k.blocks, s.allocs) {
                             (0, _) | (_, 0) => String::new(),
                             (blocks, allocs) => {
-                                let each = rounded_div(k.bytes, blocks);
-                                if each == rounded_div(s.allocated_bytes, allocs) {
+                                // Told apart as printed: `2.0 KiB` twice says nothing more.
+                                let each = bytes(rounded_div(k.bytes, blocks));
+                                if each == bytes(rounded_div(s.allocated_bytes, allocs)) {
                                     String::new()
                                 } else {
-                                    format!(" (~{} each)", bytes(each))
+                                    format!(" (~{each} each)")
                                 }
                             }
                         };
@@ -925,6 +926,24 @@ mod tests {
         let text = first_step(vec![site_named("keep", 1, counts, (0, 0))]).to_string();
         assert!(
             text.contains("[(unknown), ~40 B per alloc, kept 10 of 10 born]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn kept_blocks_of_the_average_size_as_printed_are_not_said_twice() {
+        // 2,070 B per allocation and 2,080 B per block kept both print as 2.0 KiB (a review).
+        let unit = crate::stats::UNIT;
+        let counts = Counts {
+            alloc_blocks: 100 * unit,
+            alloc_bytes: 50 * 2060 + 50 * 2080,
+            free_blocks: 50 * unit,
+            free_bytes: 50 * 2060,
+        };
+        let young = (50 * unit, 50 * 2060);
+        let text = first_step(vec![site_named("grow", 1, counts, young)]).to_string();
+        assert!(
+            text.contains("[(unknown), ~2.0 KiB per alloc, kept 50 of 100 born]"),
             "{text}"
         );
     }
