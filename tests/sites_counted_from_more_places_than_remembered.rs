@@ -3,7 +3,6 @@
 //! stacks and reuse their entries, and every block must still be counted at its own site.
 
 use heapdelta::Tracker;
-use std::collections::HashMap;
 use std::hint::black_box;
 
 #[global_allocator]
@@ -11,7 +10,7 @@ static GLOBAL: Tracker = Tracker::new();
 
 /// More places than a thread's capture buffer remembers (32).
 const PLACES: usize = 40;
-/// Blocks kept from each place.
+/// Rounds over the places.
 const ROUNDS: usize = 50;
 
 type Block = Box<[u64; 3]>;
@@ -72,62 +71,51 @@ fn places() -> [fn() -> Block; PLACES] {
     ]
 }
 
-/// Allocates `ROUNDS` blocks from every place, in the order `order` gives for each round, and
-/// checks that every place's site holds exactly its `ROUNDS` blocks.
-fn every_place_holds_its_blocks(order: impl Fn(usize, usize) -> usize) {
+/// The place a site is: the number in the name of its first frame (`…::places::p7`).
+fn place_of(site: &heapdelta::Site) -> Option<usize> {
+    let name = &site.frames().first()?.function;
+    name.rsplit("::").next()?.strip_prefix('p')?.parse().ok()
+}
+
+/// Allocates a block from each place of `sequence` in turn, and checks that every place's site
+/// holds exactly the blocks allocated there.
+fn every_place_holds_its_blocks(sequence: &[usize]) {
     let places = places();
-    let (kept, d) = heapdelta::measure(|| {
-        let mut kept = Vec::with_capacity(PLACES * ROUNDS);
-        for round in 0..ROUNDS {
-            for i in 0..PLACES {
-                let place = order(round, i);
-                kept.push((place, places[place]()));
-            }
-        }
-        kept
-    });
-    // Each place's blocks hold its number; a site is the place whose blocks it holds.
-    let mut by_site: HashMap<String, i64> = HashMap::new();
+    let (kept, d) =
+        heapdelta::measure(|| sequence.iter().map(|&p| places[p]()).collect::<Vec<_>>());
+    let mut expected = [0i64; PLACES];
+    for &p in sequence {
+        expected[p] += 1;
+    }
+    let mut counted = [0i64; PLACES];
     for s in d.sites() {
-        if s.live_blocks != 0 {
-            *by_site.entry(format!("{:?}", s.site.frames())).or_default() += s.live_blocks;
+        if let Some(place) = place_of(&s.site) {
+            counted[place] += s.live_blocks;
         }
     }
-    let counted: Vec<i64> = {
-        let mut v: Vec<i64> = by_site.values().copied().collect();
-        v.sort_unstable();
-        v
-    };
-    // The vector of kept blocks is a site of its own too.
-    let boxes: Vec<i64> = counted
-        .iter()
-        .copied()
-        .filter(|&n| n == ROUNDS as i64)
-        .collect();
-    assert_eq!(
-        boxes.len(),
-        PLACES,
-        "sites by live blocks: {counted:?} (expected {PLACES} of {ROUNDS})"
-    );
-    assert!(
-        counted.iter().all(|&n| n == ROUNDS as i64 || n == 1),
-        "a site holds blocks of another: {counted:?}"
-    );
-    assert!(kept.iter().all(|(k, b)| b[0] == *k as u64));
+    assert_eq!(counted, expected, "live blocks by place");
+    assert!(kept.iter().zip(sequence).all(|(b, &p)| b[0] == p as u64));
 }
 
 #[test]
 fn places_taking_turns_are_counted_each_at_its_site() {
-    every_place_holds_its_blocks(|_, i| i);
+    // Thirty-two places in turn, as many as the buffer remembers, so their stacks are replayed;
+    // then thirty-two of which eight are new, each taking the entry of a place no longer used.
+    let first: Vec<usize> = (0..ROUNDS / 2).flat_map(|_| 0..32).collect();
+    let then: Vec<usize> = (0..ROUNDS / 2).flat_map(|_| 8..PLACES).collect();
+    every_place_holds_its_blocks(&[first, then].concat());
 }
 
 #[test]
 fn places_in_no_order_are_counted_each_at_its_site() {
     // Each round a permutation of its own: 7 is prime to 40, and the rotation by the round's hash
     // differs from round to round.
-    every_place_holds_its_blocks(|round, i| {
-        let mut z = (round as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        z ^= z >> 29;
-        (i * 7 + z as usize) % PLACES
-    });
+    let sequence: Vec<usize> = (0..ROUNDS)
+        .flat_map(|round| {
+            let mut z = (round as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            z ^= z >> 29;
+            (0..PLACES).map(move |i| (i * 7 + z as usize) % PLACES)
+        })
+        .collect();
+    every_place_holds_its_blocks(&sequence);
 }
