@@ -190,8 +190,8 @@ impl StackBuffer {
         if !buffer.is_null() {
             // SAFETY: `buffer` is a fresh block of the buffer's layout; every field is valid as
             // zero bytes (integers, arrays of them, a null pointer, `None` references), and the
-            // three written here
-            // are written through raw pointers, without a reference to the whole.
+            // three written here are written through raw pointers, without a reference to the
+            // whole.
             unsafe {
                 ptr::addr_of_mut!((*buffer).current).write(RECENT);
                 ptr::addr_of_mut!((*buffer).after).write([RECENT; RECENT]);
@@ -375,15 +375,15 @@ impl StackBuffer {
         }
         // A replayable entry (`replay_depth` not 0, as `depth` is not) has at least one record,
         // and exists only where frame pointers are kept (only the frame-pointer walk records).
+        if r.records[0] != start {
+            return false;
+        }
         if r.replay_depth != depth {
             // Unless the walk was trusted for where it ended, and that is still the thread's
-            // known chain end.
+            // known chain end (a thread-local read, after the cheaper compares).
             if r.replay_depth != depth | TRUSTED_END || !still_chain_end(r.trusted_end) {
                 return false;
             }
-        }
-        if r.records[0] != start {
-            return false;
         }
         let (Some(records), Some(frames)) = (r.records.get(..r.n), r.frames.get(..r.n)) else {
             return false;
