@@ -24,7 +24,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::diff::Delta;
+use crate::diff::{Delta, Timeline};
 use crate::report::json::{read_contents, Contents};
 
 use crate::report::text::{
@@ -335,27 +335,29 @@ fn select(path: &Path, window: &Window) -> Result<Selection, Failure> {
 
 /// The growth between the checkpoints labelled `from` and `to` of the timeline file at `path`.
 fn growth_between(path: &Path, from: &str, to: &str) -> Result<Delta, Failure> {
+    read_timeline(
+        path,
+        "--from/--to pick checkpoints of a timeline, and this is a snapshot file",
+    )?
+    .between(from, to)
+    .map_err(|e| fail(path, e))
+}
+
+/// The timeline in the file at `path`; `not_one` says why a snapshot file will not do.
+fn read_timeline(path: &Path, not_one: &str) -> Result<Timeline, Failure> {
     match read(path)? {
-        Contents::Timeline(t) => t.between(from, to).map_err(|e| fail(path, e)),
-        Contents::Snapshot(_) => Err(fail(
-            path,
-            "--from/--to pick checkpoints of a timeline, and this is a snapshot file",
-        )),
+        Contents::Timeline(t) => Ok(t),
+        Contents::Snapshot(_) => Err(fail(path, not_one)),
     }
 }
 
 /// The growth over the timeline file at `path`: from its first checkpoint to its last (not the
 /// `exit` snapshot `HEAPDELTA=report=` adds, taken once the program had freed its data).
 fn whole_run(path: &Path) -> Result<Delta, Failure> {
-    let t = match read(path)? {
-        Contents::Timeline(t) => t,
-        Contents::Snapshot(_) => {
-            return Err(fail(
-                path,
-                "a snapshot file holds one state: give a second file to compare it with",
-            ))
-        }
-    };
+    let t = read_timeline(
+        path,
+        "a snapshot file holds one state: give a second file to compare it with",
+    )?;
     match (t.checkpoints().first(), t.step_ends().last()) {
         (Some(first), Some(last)) if !std::ptr::eq(first, last) => Ok(last.since(first)),
         _ => Err(fail(
@@ -466,15 +468,7 @@ fn write_folded(output: &Path, folded: &str) -> std::io::Result<()> {
 }
 
 fn plot(path: &Path, output: &Path) -> Outcome {
-    let timeline = match read(path)? {
-        Contents::Timeline(t) => t,
-        Contents::Snapshot(_) => {
-            return Err(fail(
-                path,
-                "plot needs a timeline file, and this is a snapshot",
-            ))
-        }
-    };
+    let timeline = read_timeline(path, "plot needs a timeline file, and this is a snapshot")?;
     timeline.write_plot(output).map_err(|e| fail(output, e))
 }
 
