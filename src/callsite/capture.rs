@@ -616,8 +616,14 @@ pub(crate) fn frame_pointers_present() -> bool {
 #[cold]
 #[inline(never)]
 fn probe_once() -> bool {
-    let present = probe();
-    FP_STATE.store(if present { 1 } else { 2 }, Ordering::Relaxed);
+    // The first answer stays: two threads probing at once (one on a signal stack, or without
+    // known stack bounds, can answer "absent" in a build that keeps frame pointers) give the
+    // process one answer, the one any thread's walks already followed.
+    let probed = if probe() { 1 } else { 2 };
+    let present = match FP_STATE.compare_exchange(0, probed, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => probed == 1,
+        Err(first) => first == 1,
+    };
     // Sampled sites capture a stack now and then, where unwinding costs nothing worth a hint.
     // (The mode is known by now: the process's first tracked event, before any capture, set it.)
     if !present && crate::config::sampled_mean().is_none() {
