@@ -393,27 +393,20 @@ fn describe(s: &Snapshot, top: usize) -> String {
     if let Some(note) = estimates_note(s.sampled_mean) {
         let _ = writeln!(out, "{note}");
     }
-    let _ = writeln!(
-        out,
-        "{:>12} {:>10} {:>10}  site",
-        "live bytes", "blocks", "allocs"
-    );
-    for f in by_leaf(snapshot_sites(s))
+    let rows = by_leaf(snapshot_sites(s))
         .iter()
         .filter(|f| f.live_bytes > 0)
         .take(top)
-    {
-        let _ = writeln!(
-            out,
-            "{:>12} {:>10} {:>10}  {}  [{}]",
-            bytes(f.live_bytes as u64),
-            thousands(f.live_blocks.max(0) as u64),
-            thousands(f.alloc_blocks),
-            f.site,
-            OneLine(f.site.type_name())
-        );
-    }
-    out
+        .map(|f| {
+            [
+                bytes(f.live_bytes as u64),
+                thousands(f.live_blocks.max(0) as u64),
+                thousands(f.alloc_blocks),
+                format!("{}  [{}]", f.site, OneLine(f.site.type_name())),
+            ]
+        })
+        .collect();
+    out + &text::table_rows(["live bytes", "blocks", "allocs", "site"], rows)
 }
 
 fn diff(old: &Path, new: Option<&Path>, window: &Window, by: By, top: usize) -> Outcome {

@@ -296,20 +296,9 @@ impl Delta {
                     [signed_bytes(live_bytes), signed(live_blocks), third, name]
                 })
                 .collect();
-            // Columns as wide as their widest figure: a million blocks fits the default.
-            let width = |i: usize, least: usize| {
-                cells
-                    .iter()
-                    .map(|c| c[i].chars().count())
-                    .fold(least, usize::max)
-            };
-            let (w0, w1, w2) = (width(0, 12), width(1, 10), width(2, 10));
-            let _ = writeln!(
-                out,
-                "{:>w0$} {:>w1$} {:>w2$}  {name}",
-                "live bytes", "blocks", third
-            );
-            if cells.is_empty() {
+            let empty = cells.is_empty();
+            out += &table_rows(["live bytes", "blocks", third, name], cells);
+            if empty {
                 let nothing = if self.is_comparison() {
                     format!("nothing counted by {name} differs between the two")
                 } else {
@@ -317,15 +306,26 @@ impl Delta {
                 };
                 let _ = writeln!(out, "{:>12}  ({nothing})", "");
             }
-            for [live_bytes, live_blocks, third, name] in cells {
-                let _ = writeln!(
-                    out,
-                    "{live_bytes:>w0$} {live_blocks:>w1$} {third:>w2$}  {name}"
-                );
-            }
             out
         })
     }
+}
+
+/// A table's header and rows of three figures and a name, each line ended: the figures' columns as
+/// wide as their widest (a million blocks fits the least widths, 12, 10 and 10).
+pub(crate) fn table_rows(header: [&str; 4], rows: Vec<[String; 4]>) -> String {
+    let width = |i: usize, least: usize| {
+        rows.iter()
+            .map(|c| c[i].chars().count())
+            .fold(least, usize::max)
+    };
+    let (w0, w1, w2) = (width(0, 12), width(1, 10), width(2, 10));
+    let [a, b, c, name] = header;
+    let mut out = format!("{a:>w0$} {b:>w1$} {c:>w2$}  {name}\n");
+    for [x, y, z, name] in rows {
+        let _ = writeln!(out, "{x:>w0$} {y:>w1$} {z:>w2$}  {name}");
+    }
+    out
 }
 
 impl Display for Delta {
