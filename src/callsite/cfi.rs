@@ -813,23 +813,21 @@ unsafe extern "C" fn callback(
     // SAFETY: `info` is what `dl_iterate_phdr` passed to this callback, read during it.
     let phdrs = unsafe { loaded::program_headers(info) };
     let base = info.dlpi_addr as usize;
-    let segment = |p: &loaded::Phdr| loaded::segment(base, p);
-    let loads = || {
-        phdrs
-            .iter()
-            .filter(|p| p.p_type == libc::PT_LOAD)
-            .map(segment)
-    };
-    if !loads().any(|(start, end)| (start..end).contains(&search.ip)) {
+    let loads = loaded::load_segments(phdrs, base);
+    if !loads
+        .clone()
+        .any(|(start, end)| (start..end).contains(&search.ip))
+    {
         return 0;
     }
     let frame_end = |at: usize| {
-        loads()
+        loads
+            .clone()
             .find(|(start, end)| (*start..*end).contains(&at))
             .map(|(_, end)| end)
     };
     let hdr = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME);
-    if let Some((start, end)) = hdr.map(segment) {
+    if let Some((start, end)) = hdr.map(|p| loaded::segment(base, p)) {
         if frame_end(start).is_some_and(|load_end| end <= load_end) {
             // SAFETY: the `PT_GNU_EH_FRAME` segment lies inside a loaded segment (checked above),
             // mapped and readable, and it stays so while the loader's lock is held (for the rest

@@ -60,6 +60,19 @@ pub(crate) fn segment(base: usize, p: &Phdr) -> (usize, usize) {
     (start, start.saturating_add(p.p_memsz as usize))
 }
 
+/// The addresses `[start, end)` of the loaded (`PT_LOAD`) segments among an object's program
+/// headers `phdrs`, the object loaded at `base`.
+#[cfg(target_os = "linux")]
+pub(crate) fn load_segments(
+    phdrs: &[Phdr],
+    base: usize,
+) -> impl Iterator<Item = (usize, usize)> + Clone + '_ {
+    phdrs
+        .iter()
+        .filter(|p| p.p_type == libc::PT_LOAD)
+        .map(move |p| segment(base, p))
+}
+
 /// `dl_iterate_phdr`'s callback: for the object whose loaded segments hold the address, copies
 /// its path (while the loader's lock keeps it loaded) and stops the iteration (non-zero).
 #[cfg(target_os = "linux")]
@@ -73,10 +86,7 @@ unsafe extern "C" fn callback(
     let (query, info) = unsafe { (&mut *data.cast::<Query>(), &*info) };
     let base = info.dlpi_addr as usize;
     // SAFETY: `info` is what `dl_iterate_phdr` passed to this callback, read during it.
-    let holds = unsafe { program_headers(info) }
-        .iter()
-        .filter(|p| p.p_type == libc::PT_LOAD)
-        .map(|p| segment(base, p))
+    let holds = load_segments(unsafe { program_headers(info) }, base)
         .any(|(start, end)| (start..end).contains(&query.addr));
     if !holds {
         return 0;

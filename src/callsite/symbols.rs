@@ -798,6 +798,25 @@ mod tests {
         }
     }
 
+    /// A frame without a file or line (no debug information, or code without a line), its
+    /// origin read from its name; `inlined` into the frame after it.
+    fn fileless(function: &str, inlined: bool) -> RawFrame {
+        RawFrame {
+            inlined,
+            origin: origin(function, None, None, "/work/heapdelta/src/"),
+            frame: Frame {
+                function: function.to_string(),
+                file: None,
+                line: None,
+            },
+        }
+    }
+
+    /// The functions of `site`'s frames, innermost first.
+    fn names_of(site: &Site) -> Vec<&str> {
+        site.frames().iter().map(|f| f.function.as_str()).collect()
+    }
+
     const STD: &str = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library";
 
     /// The frames of one return address (innermost first) in a program's compiled function
@@ -893,15 +912,7 @@ mod tests {
         // Frames of a caught panic whose hook printed a backtrace (RUST_BACKTRACE=1; a user
         // trial: 140,000 allocations were named after gimli, addr2line and _Unwind_Backtrace).
         let std = |f: &str| raw(f, Some(&format!("{STD}/std/src/panicking.rs")), 1);
-        let bare = |f: &str| RawFrame {
-            inlined: false,
-            origin: origin(f, None, None, "/work/heapdelta/src/"),
-            frame: Frame {
-                function: f.to_string(),
-                file: None,
-                line: None,
-            },
-        };
+        let bare = |f: &str| fileless(f, false);
         let app = |f: &str, line| raw(f, Some("/home/u/app/src/main.rs"), line);
         let stack = |inner: Vec<RawFrame>| {
             let mut frames = inner;
@@ -975,15 +986,7 @@ mod tests {
     fn a_frame_without_a_location_named_with_the_programs_path_stays_the_programs() {
         // Fuller debug information names the closure with its path (a review).
         let mut frames = vec![
-            RawFrame {
-                inlined: true,
-                origin: origin("app::summarize::{{closure}}", None, None, "/x/"),
-                frame: Frame {
-                    function: "app::summarize::{{closure}}".to_string(),
-                    file: None,
-                    line: None,
-                },
-            },
+            fileless("app::summarize::{{closure}}", true),
             raw(
                 "core::iter::adapters::map::map_fold::{{closure}}",
                 Some(&format!("{STD}/core/src/iter/adapters/map.rs")),
@@ -1022,7 +1025,7 @@ mod tests {
             s("std::rt::lang_start_internal", "std/src/rt.rs"),
         ];
         let site = build(frames, Some("/home/u/app/"));
-        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        let names = names_of(&site);
         assert!(names.contains(&"std::rt::init"), "{names:?}");
     }
 
@@ -1060,7 +1063,7 @@ mod tests {
             app("app::summarize<app::Key>", 66),
         ];
         let site = build(frames, Some("/home/u/app/"));
-        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        let names = names_of(&site);
         assert_eq!(
             names,
             [
@@ -1077,15 +1080,7 @@ mod tests {
     fn to_string_inlined_without_a_location() -> Vec<RawFrame> {
         let std = |f: &str, file: &str| raw(f, Some(&format!("{STD}/alloc/src/{file}")), 1);
         let mut frames = vec![
-            RawFrame {
-                inlined: true,
-                origin: origin("try_allocate_in<alloc::alloc::Global>", None, None, "/x/"),
-                frame: Frame {
-                    function: "try_allocate_in<alloc::alloc::Global>".to_string(),
-                    file: None,
-                    line: None,
-                },
-            },
+            fileless("try_allocate_in<alloc::alloc::Global>", true),
             std("with_capacity_in<alloc::alloc::Global>", "raw_vec/mod.rs"),
             std("to_owned", "str.rs"),
             std("to_string<u64>", "string.rs"),
@@ -1112,18 +1107,9 @@ mod tests {
     fn a_frame_without_a_location_inlined_into_the_programs_stays_the_programs() {
         // The compiled function itself and its callees inlined into it: no file anywhere (a
         // program built without debug information) is the program's, as before.
-        let bare = |f: &str, inlined| RawFrame {
-            inlined,
-            origin: origin(f, None, None, "/x/"),
-            frame: Frame {
-                function: f.to_string(),
-                file: None,
-                line: None,
-            },
-        };
         let mut frames = vec![
-            bare("app::parse::{{closure}}", true),
-            bare("app::parse", false),
+            fileless("app::parse::{{closure}}", true),
+            fileless("app::parse", false),
         ];
         std_frames_without_location(&mut frames);
         assert_eq!(frames[0].origin, Origin::User);
@@ -1187,7 +1173,7 @@ mod tests {
             ],
             None,
         );
-        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        let names = names_of(&site);
         assert_eq!(
             names,
             ["std::thread_info::set_current_info", "std::rt::init"]
@@ -1444,7 +1430,7 @@ mod tests {
     #[test]
     fn start_up_frames_are_trimmed_from_the_outer_end() {
         let site = build(realistic_vec_push(), Some("/home/u/app/"));
-        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        let names = names_of(&site);
         assert_eq!(names, ["model::compose", "main"]);
     }
 
@@ -1462,7 +1448,7 @@ mod tests {
             frames.insert(6, deep.clone());
         }
         let site = build(frames, Some("/home/u/app/"));
-        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        let names = names_of(&site);
         assert_eq!(names, ["walk", "model::compose", "main"]);
     }
 
@@ -1516,7 +1502,7 @@ mod tests {
             raw("Node::forward", Some("/home/u/app/src/model.rs"), 40),
         );
         let site = build(frames, Some("/home/u/app/"));
-        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        let names = names_of(&site);
         assert_eq!(names, ["Node::forward", "model::compose", "main"]);
         assert_eq!(site.frames()[0].line, Some(40));
     }
@@ -1539,7 +1525,7 @@ mod tests {
             app("app::main", 17),
         ];
         let site = build(frames, Some("/home/u/app/"));
-        let names: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        let names = names_of(&site);
         assert_eq!(
             names,
             [
