@@ -1114,11 +1114,7 @@ impl Timeline {
     /// # }
     /// ```
     pub fn growing(&self) -> Vec<Growth> {
-        let n = GROWTH_WINDOW.min(self.unbroken_step_ends().len().saturating_sub(1));
-        if n < 2 {
-            return Vec::new();
-        }
-        self.growing_in(n, n)
+        growing_at_every_step(&self.unbroken_step_ends())
     }
 
     /// When the live total fell at the last steps, as a program freeing its data on its way out
@@ -1134,12 +1130,10 @@ impl Timeline {
             peak -= 1;
         }
         let fell = ends.len() - 1 - peak;
-        let before = &ends[..=peak];
-        let n = GROWTH_WINDOW.min(before.len().saturating_sub(1));
-        if fell == 0 || n < 2 {
+        if fell == 0 {
             return None;
         }
-        let growing = growing_over(before, n, n);
+        let growing = growing_at_every_step(&ends[..=peak]);
         (!growing.is_empty()).then(|| (ends[peak], fell, growing))
     }
 
@@ -1173,6 +1167,16 @@ impl Timeline {
     pub fn growing_in(&self, k: usize, n: usize) -> Vec<Growth> {
         growing_over(&self.unbroken_step_ends(), k, n)
     }
+}
+
+/// The sites whose live bytes rose at every one of the last `GROWTH_WINDOW` steps that `ends`
+/// (checkpoints ending steps, in order) close, or of all of them when fewer; none under two steps.
+fn growing_at_every_step(ends: &[&Snapshot]) -> Vec<Growth> {
+    let n = GROWTH_WINDOW.min(ends.len().saturating_sub(1));
+    if n < 2 {
+        return Vec::new();
+    }
+    growing_over(ends, n, n)
 }
 
 /// The sites whose live bytes rose in at least `k` of the last `n` steps that `ends` (checkpoints

@@ -731,11 +731,11 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
                 Some(label) => format!("{:?}", OneLine(label).to_string()),
                 None => "the last rise".to_string(),
             };
-            let after = if fell == 1 { "step" } else { "steps" };
             lines.push(format!(
                 "growing at every step up to {name} (last {} steps to it{between}; live bytes \
-                 fell in the {fell} {after} after it):",
-                growing[0].steps
+                 fell in the {} after it):",
+                growing[0].steps,
+                count(fell as u64, "step")
             ));
             growth_rows(t, &growing, top, &mut lines);
         }
