@@ -33,6 +33,17 @@ pub struct Frame {
     pub line: Option<u32>,
 }
 
+/// How the mark of a stack cut by the depth begins (see [`Frame::is_cut_mark`]).
+pub(crate) const CUT_MARK: &str = "(stack cut at ";
+
+impl Frame {
+    /// Whether this is the mark a site opens with when its capture stopped at its depth before
+    /// any frame of the program's: a frame without a file named `(stack cut at …)`.
+    pub(crate) fn is_cut_mark(&self) -> bool {
+        self.file.is_none() && self.function.starts_with(CUT_MARK)
+    }
+}
+
 impl fmt::Display for Frame {
     /// `function (file:line)`, leaving out what is unknown.
     ///
@@ -131,6 +142,16 @@ impl Site {
         &self.0.frames
     }
 
+    /// The frames innermost first as tools that draw stacks want them: the mark a site opens with
+    /// when its capture stopped at its depth before any frame of the program's (which reports
+    /// name the site by) is moved outermost, where the stack was cut, so that flamegraphs and
+    /// pprof draw it under the library frames kept instead of above them.
+    pub(crate) fn stack(&self) -> impl DoubleEndedIterator<Item = &Frame> {
+        let frames = self.frames();
+        let cut = usize::from(frames.first().is_some_and(Frame::is_cut_mark));
+        frames[cut..].iter().chain(&frames[..cut])
+    }
+
     /// The allocated type derived from the standard-library frames the allocation went through
     /// (`Vec<f32>`, `String`, `HashMap<String, u32>` …), or `"(unknown)"` when they do not
     /// determine it.
@@ -212,6 +233,29 @@ mod tests {
             frame("outer", Some("src/b.rs"), Some(2)),
         ]);
         assert_eq!(site.to_string(), "inner (src/a.rs:1)");
+    }
+
+    #[test]
+    fn a_cut_sites_mark_is_outermost_in_its_stack() {
+        let mark = "(stack cut at 2 frames, before any of the program's: raise Tracker::depth)";
+        let site = Site::new(vec![
+            frame(mark, None, None),
+            frame("lib::inner", Some("lib/src/a.rs"), Some(1)),
+            frame("lib::outer", Some("lib/src/a.rs"), Some(9)),
+        ]);
+        assert_eq!(site.to_string(), mark);
+        let stack: Vec<&str> = site.stack().map(|f| f.function.as_str()).collect();
+        assert_eq!(stack, ["lib::inner", "lib::outer", mark]);
+    }
+
+    #[test]
+    fn a_stack_without_a_cut_mark_keeps_its_order() {
+        let site = Site::new(vec![
+            frame("inner", Some("src/a.rs"), Some(1)),
+            frame("(stack cut at 2 frames", Some("src/b.rs"), Some(2)),
+        ]);
+        let stack: Vec<&str> = site.stack().map(|f| f.function.as_str()).collect();
+        assert_eq!(stack, ["inner", "(stack cut at 2 frames"]);
     }
 
     #[test]

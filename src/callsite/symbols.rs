@@ -31,7 +31,7 @@ use std::sync::{Mutex, MutexGuard};
 use super::buffer::STACK_WORDS;
 use super::intern::{self, SiteId, NO_SITE, OVERFLOW};
 use super::loaded;
-use super::site::{Frame, Site};
+use super::site::{Frame, Site, CUT_MARK};
 use super::typename;
 
 /// Resolved sites, by id.
@@ -513,7 +513,7 @@ fn cut_marker(frames: usize) -> Frame {
     let plural = if frames == 1 { "" } else { "s" };
     Frame {
         function: format!(
-            "(stack cut at {frames} frame{plural}, before any of the program's: {advice})"
+            "{CUT_MARK}{frames} frame{plural}, before any of the program's: {advice})"
         ),
         file: None,
         line: None,
@@ -1220,6 +1220,7 @@ mod tests {
                 "rayon_core::ThreadPoolBuilder::build"
             ]
         );
+        assert!(site.frames()[0].is_cut_mark());
     }
 
     #[test]

@@ -75,7 +75,7 @@ fn build(sites: &[SiteFigures], cmd: String, seconds: f64, pid: Option<u32>) -> 
     let mut by_fs: HashMap<Vec<usize>, usize> = HashMap::new();
     let mut pps: Vec<Pp> = Vec::new();
     for s in sites {
-        let mut names: Vec<String> = s.site.frames().iter().map(ToString::to_string).collect();
+        let mut names: Vec<String> = s.site.stack().map(ToString::to_string).collect();
         match (names.first_mut(), s.site.known_type()) {
             (None, _) => names.push(UNKNOWN_SITE.to_string()),
             (Some(innermost), Some(type_name)) => *innermost += &format!(" [{type_name}]"),

@@ -26,13 +26,13 @@ fn element(name: &str) -> String {
 fn fold(sites: &[SiteFigures]) -> String {
     let mut stacks: BTreeMap<String, i64> = BTreeMap::new();
     for s in sites.iter().filter(|s| s.live_bytes > 0) {
-        let frames = s.site.frames();
-        let stack = if frames.is_empty() {
+        let stack = if s.site.frames().is_empty() {
             UNKNOWN_SITE.to_string()
         } else {
             let mut names: Vec<String> =
-                frames.iter().rev().map(|f| element(&f.function)).collect();
-            if let (Some(file), Some(line)) = (&frames[0].file, frames[0].line) {
+                s.site.stack().rev().map(|f| element(&f.function)).collect();
+            let innermost = s.site.stack().next();
+            if let Some((Some(file), Some(line))) = innermost.map(|f| (&f.file, f.line)) {
                 names.push(element(&format!("{file}:{line}")));
             }
             if let Some(type_name) = s.site.known_type() {
@@ -293,6 +293,26 @@ mod tests {
             "app::main;app::load;src/main.rs:10;[Vec<u8>] 300\n\
              app::main;app::load;src/main.rs:12;[String] 200\n\
              app::main;app::load;src/main.rs:12 100\n"
+        );
+    }
+
+    #[test]
+    fn a_stack_cut_by_the_depth_folds_under_its_mark() {
+        let mut site = in_load(10, Some("String"), 100);
+        let mark = "(stack cut at 2 frames, before any of the program's: raise Tracker::depth)";
+        let mut frames = site.site.frames().to_vec();
+        frames.insert(
+            0,
+            Frame {
+                function: mark.to_string(),
+                file: None,
+                line: None,
+            },
+        );
+        site.site = Site::with_type(frames, Some("String".to_string()));
+        assert_eq!(
+            fold(&[site]),
+            format!("{mark};app::main;app::load;src/main.rs:10;[String] 100\n")
         );
     }
 }

@@ -275,12 +275,11 @@ fn build(sites: &[SiteFigures], figures: Figures, window: Window, comment: &str)
     let type_key = b.string("type");
     let mut samples = Vec::with_capacity(sites.len());
     for s in sites {
-        let frames = s.site.frames();
-        let location_id: Vec<u64> = if frames.is_empty() {
+        let location_id: Vec<u64> = if s.site.frames().is_empty() {
             vec![b.location(UNKNOWN_SITE, None, None)]
         } else {
-            frames
-                .iter()
+            s.site
+                .stack()
                 .map(|f| b.location(&f.function, f.file.as_deref(), f.line))
                 .collect()
         };
