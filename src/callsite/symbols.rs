@@ -89,6 +89,30 @@ struct RawFrame {
     /// Expanded from inline debug info (exact generic arguments), as opposed to the compiled
     /// function the address lies in (whose name may be shared with merged twins).
     inlined: bool,
+    /// Where the frame's return address is in the stack (`None` for frames built by hand).
+    word: Option<usize>,
+    /// Where the compiled function that return address lies in begins, when the unwind tables
+    /// say: one function for the frame and all those inlined into it.
+    start: Option<usize>,
+}
+
+impl RawFrame {
+    /// Whether `self` and `other` are calls of one function, for `fold_recursion`: same origin,
+    /// name and file, in two return addresses (a function is never inlined into itself, so two
+    /// frames of one return address are two functions named alike), of one compiled function
+    /// where both are known. Debug information limited to line tables names functions without
+    /// their path, `new` or `{closure#0}`, and two of them in one file read as one (a user trial:
+    /// `Inner::new` under `build_inner` under `Outer::new` lost the two frames between).
+    fn same_function(&self, other: &RawFrame) -> bool {
+        self.origin == other.origin
+            && self.frame.function == other.frame.function
+            && self.frame.file == other.frame.file
+            && (self.word.is_none() || self.word != other.word)
+            && match (self.start, other.start) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
 }
 
 /// The symbolised, trimmed site of `id` (cached).
@@ -166,13 +190,37 @@ fn symbolise(
     known: &mut HashMap<usize, Vec<RawFrame>>,
 ) -> Vec<RawFrame> {
     let mut raw = Vec::with_capacity(stack.len() * 2);
-    for &ip in stack {
+    for (word, &ip) in stack.iter().enumerate() {
         let frames = known
             .entry(ip)
             .or_insert_with(|| symbolise_address(ip, own_dir));
-        raw.extend(frames.iter().cloned());
+        raw.extend(frames.iter().map(|f| RawFrame {
+            word: Some(word),
+            ..f.clone()
+        }));
     }
     raw
+}
+
+/// Where the compiled function holding return address `ip` begins, as the unwind tables give it
+/// (libgcc's `_Unwind_FindEnclosingFunction`, which looks up `ip - 1` itself); `None` where no
+/// table covers it, and on targets without libgcc.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn compiled_function_start(ip: usize) -> Option<usize> {
+    extern "C" {
+        fn _Unwind_FindEnclosingFunction(pc: *mut c_void) -> *mut c_void;
+    }
+    // SAFETY: libgcc (linked into every program std is, for unwinding) looks the address up in
+    // the loaded objects' unwind tables, under the loader's lock, and returns null for an address
+    // no table covers; it dereferences nothing at `ip` itself.
+    let start = unsafe { _Unwind_FindEnclosingFunction(ip as *mut c_void) };
+    (!start.is_null()).then_some(start as usize)
+}
+
+/// Without libgcc the start is not known; `fold_recursion` then compares names and files alone.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn compiled_function_start(_ip: usize) -> Option<usize> {
+    None
 }
 
 /// The frames the return address `ip` lies in, inlined ones expanded, innermost first.
@@ -181,6 +229,7 @@ fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
         return vec![frame];
     }
     let mut raw = Vec::with_capacity(2);
+    let start = compiled_function_start(ip);
     // The return address follows the call; `ip - 1` lies within the call instruction.
     let pc = ip.wrapping_sub(1) as *mut c_void;
     backtrace::resolve(pc, |symbol| {
@@ -199,6 +248,8 @@ fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
             },
             origin,
             inlined: true,
+            word: None,
+            start,
         });
     });
     // The last symbol of an address is the compiled function itself.
@@ -216,6 +267,8 @@ fn symbolise_address(ip: usize, own_dir: &str) -> Vec<RawFrame> {
             },
             origin: Origin::Runtime,
             inlined: false,
+            word: None,
+            start,
         }),
     }
     raw
@@ -260,6 +313,8 @@ fn system_library_frame(ip: usize) -> Option<RawFrame> {
         },
         origin: Origin::Runtime,
         inlined: false,
+        word: None,
+        start: None,
     })
 }
 
@@ -665,8 +720,8 @@ fn plain_path(function: &str) -> String {
 }
 
 /// Folds recursion: when a function of the site's own code (of the origin of its first frame: the
-/// program's, or a `cargo install`ed program's dependency frames) appears again further out (same
-/// name and file), the frames from its inner occurrence out to the repeat are one trip around the
+/// program's, or a `cargo install`ed program's dependency frames) appears again further out
+/// ([`RawFrame::same_function`]), the frames from its inner occurrence out to the repeat are one trip around the
 /// recursion and are dropped, so every depth of a recursive path (direct, or through closures and
 /// iterator adapters) gives the same site. A library function met twice is not recursion of the
 /// program's: the frames between two calls of it (a `par_iter` closure that runs another, a
@@ -677,11 +732,7 @@ fn fold_recursion(frames: Vec<RawFrame>) -> Vec<RawFrame> {
     let mut out: Vec<RawFrame> = Vec::with_capacity(frames.len());
     for f in frames {
         let earlier = if Some(f.origin) == own {
-            out.iter().position(|prev| {
-                prev.origin == f.origin
-                    && prev.frame.function == f.frame.function
-                    && prev.frame.file == f.frame.file
-            })
+            out.iter().position(|prev| prev.same_function(&f))
         } else {
             None
         };
@@ -789,6 +840,8 @@ mod tests {
     fn raw(function: &str, file: Option<&str>, line: u32) -> RawFrame {
         RawFrame {
             inlined: true,
+            word: None,
+            start: None,
             origin: origin(function, file, Some(line), "/work/heapdelta/src/"),
             frame: Frame {
                 function: function.to_string(),
@@ -803,6 +856,8 @@ mod tests {
     fn fileless(function: &str, inlined: bool) -> RawFrame {
         RawFrame {
             inlined,
+            word: None,
+            start: None,
             origin: origin(function, None, None, "/work/heapdelta/src/"),
             frame: Frame {
                 function: function.to_string(),
@@ -1474,6 +1529,55 @@ mod tests {
             "<alloc::vec::Vec<u8>>::push"
         );
         assert_eq!(plain_path("app::main"), "app::main");
+    }
+
+    /// `raw` frames of the program's file `src/main.rs` from the return address at `word`, in the
+    /// compiled function starting at `start`.
+    fn compiled(function: &str, line: u32, word: usize, start: usize) -> RawFrame {
+        RawFrame {
+            word: Some(word),
+            start: Some(start),
+            ..raw(function, Some("/home/u/app/src/main.rs"), line)
+        }
+    }
+
+    #[test]
+    fn functions_named_alike_in_two_compiled_functions_are_not_folded() {
+        // `Inner::new` (line 11) under `build_inner` under `Outer::new` (line 20), as
+        // line-tables-only debug information names them.
+        let frames = vec![
+            compiled("new", 11, 0, 0x1000),
+            compiled("build_inner", 28, 1, 0x2000),
+            compiled("new", 20, 2, 0x3000),
+            compiled("main", 35, 3, 0x4000),
+        ];
+        let site = build(frames, Some("/home/u/app/"));
+        assert_eq!(names_of(&site), ["new", "build_inner", "new", "main"]);
+    }
+
+    #[test]
+    fn functions_named_alike_inlined_at_one_return_address_are_not_folded() {
+        let frames = vec![
+            compiled("new", 11, 0, 0x4000),
+            compiled("build_inner", 28, 0, 0x4000),
+            compiled("new", 20, 0, 0x4000),
+            compiled("main", 35, 0, 0x4000),
+        ];
+        let site = build(frames, Some("/home/u/app/"));
+        assert_eq!(names_of(&site), ["new", "build_inner", "new", "main"]);
+    }
+
+    #[test]
+    fn recursion_of_one_compiled_function_is_folded() {
+        let frames = vec![
+            compiled("walk", 10, 0, 0x1000),
+            compiled("walk", 12, 1, 0x1000),
+            compiled("walk", 12, 2, 0x1000),
+            compiled("main", 35, 3, 0x4000),
+        ];
+        let site = build(frames, Some("/home/u/app/"));
+        assert_eq!(names_of(&site), ["walk", "main"]);
+        assert_eq!(site.frames()[0].line, Some(10));
     }
 
     #[test]
