@@ -14,9 +14,10 @@
 //!   a heap nobody uses (its owner has exited, or the shared heap while its lock is free) the
 //!   freeing thread frees them itself (`Pool::free_in_idle_heap`).
 
+use super::config::MAX_CLASSES;
 use super::heap::{ArenaSource, Counters, HeapState};
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// Heap slots per pool (slot 0 is the shared fallback heap).
 pub(crate) const MAX_HEAPS: usize = 256;
@@ -44,8 +45,20 @@ pub(crate) struct Heap {
     pub counters: Counters,
     /// The state machine, used only by the owner.
     pub state: UnsafeCell<HeapState>,
-    /// Blocks freed by other threads (a Treiber stack linked through the blocks' first word).
-    pub remote: Padded<AtomicPtr<u8>>,
+    /// Blocks freed by other threads, and how many of each class wait there.
+    pub remote: Padded<Remote>,
+}
+
+/// A heap's remote list: blocks other threads freed into it, which its owner frees later.
+pub(crate) struct Remote {
+    /// The blocks, a Treiber stack linked through their first word.
+    pub head: AtomicPtr<u8>,
+    /// How many blocks of each size class wait on the list, counted before a block is pushed
+    /// and uncounted before it is freed, so that statistics can leave out blocks their program
+    /// freed (a user trial: blocks a joined scoped thread had allocated, freed by the thread
+    /// that joined it, were counted in use until that thread's teardown ended, in one run of
+    /// ten, doubling the bytes in use read right after the join).
+    pub waiting: [AtomicU64; MAX_CLASSES],
 }
 
 impl Heap {
@@ -55,7 +68,10 @@ impl Heap {
             owner: AtomicU64::new(owner),
             counters: Counters::new(),
             state: UnsafeCell::new(HeapState::new(index)),
-            remote: Padded(AtomicPtr::new(std::ptr::null_mut())),
+            remote: Padded(Remote {
+                head: AtomicPtr::new(std::ptr::null_mut()),
+                waiting: [const { AtomicU64::new(0) }; MAX_CLASSES],
+            }),
         }
     }
 
@@ -66,34 +82,44 @@ impl Heap {
     /// The caller has exclusive access to the heap (it owns it or holds its lock).
     #[inline]
     pub unsafe fn drain<S: ArenaSource>(&self, src: &S) {
-        if self.remote.0.load(Ordering::Relaxed).is_null() {
+        let remote = &self.remote.0;
+        if remote.head.load(Ordering::Relaxed).is_null() {
             return;
         }
-        let mut p = self.remote.0.swap(std::ptr::null_mut(), Ordering::Acquire);
+        let mut p = remote.head.swap(std::ptr::null_mut(), Ordering::Acquire);
         while !p.is_null() {
             // SAFETY: blocks on the remote list are blocks of this heap given up by their
-            // freeing thread, linked through their first word; we have exclusive access.
+            // freeing thread, linked through their first word, each in a live pool until freed
+            // here; we have exclusive access.
             unsafe {
                 let next = *(p as *mut *mut u8);
+                let class = HeapState::block_class(src.geo(), p) & (MAX_CLASSES - 1);
+                remote.waiting[class].fetch_sub(1, Ordering::Relaxed);
+                // A reader that sees the block freed (the counters are loaded with `Acquire`)
+                // sees it no longer waiting (`Core::counters`).
+                fence(Ordering::Release);
                 (*self.state.get()).free(src, &self.counters, p);
                 p = next;
             }
         }
     }
 
-    /// Pushes the block `p` on the remote-free list.
+    /// Pushes the block `p`, of size class `class`, on the remote-free list.
     ///
     /// # Safety
     /// `p` is a block in use of this heap, at least pointer-sized and aligned, and the caller
     /// gives up all access to it.
-    pub unsafe fn push_remote(&self, p: *mut u8) {
-        let mut head = self.remote.0.load(Ordering::Relaxed);
+    pub unsafe fn push_remote(&self, p: *mut u8, class: usize) {
+        let remote = &self.remote.0;
+        // Counted before the push, so the owner, which uncounts a block after taking it off the
+        // list, never takes the count below zero.
+        remote.waiting[class & (MAX_CLASSES - 1)].fetch_add(1, Ordering::Relaxed);
+        let mut head = remote.head.load(Ordering::Relaxed);
         loop {
             // SAFETY: `p` is owned by the caller until the CAS below publishes it.
             unsafe { (p as *mut *mut u8).write(head) };
-            match self
-                .remote
-                .0
+            match remote
+                .head
                 .compare_exchange_weak(head, p, Ordering::Release, Ordering::Relaxed)
             {
                 Ok(_) => return,

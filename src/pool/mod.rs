@@ -57,12 +57,11 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// fork is in progress: then it waits on the list too). When a thread exits its heap is adopted by
 /// the next thread that needs one; nothing is lost. Blocks pushed while the owner ran and not yet
 /// freed when it exits wait until then, or until another block is freed into that heap or
-/// [`Pool::stats`] runs; [`pool_stats`](crate::pool_stats) leaves them out of its counts. With
+/// [`Pool::stats`] runs. Blocks waiting on a remote list are not counted as in use. With
 /// several threads:
 /// * every counter is the sum over heaps; `arenas_*` are counted for the whole pool, but each heap
 ///   keeps its own arenas (and its own one wholly free arena), so more arenas are live than one
 ///   CPython heap would hold for the same blocks;
-/// * blocks waiting on a remote list still count as in use;
 /// * statistics read while other threads allocate may be very slightly skewed between fields.
 ///
 /// A replay on one thread uses exactly one heap and matches CPython exactly.
@@ -205,6 +204,14 @@ impl<A: GlobalAlloc> Pool<A> {
                 unsafe {
                     h.drain(self);
                     (*h.state.get()).check(&self.geo, &h.counters, &mut free)?;
+                }
+                let waiting = &h.remote.0.waiting;
+                if let Some(k) =
+                    (0..waiting.len()).find(|&k| waiting[k].load(Ordering::Relaxed) != 0)
+                {
+                    return Err(format!(
+                        "heap {i}: blocks of class {k} counted as waiting after a drain"
+                    ));
                 }
             }
         }
@@ -575,8 +582,9 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
         if unsafe { self.free_in_idle_heap(core, heap, ptr) } {
             return;
         }
-        // SAFETY: the block is in use, at least 8 bytes and 8-aligned; we give it up.
-        unsafe { heap.push_remote(ptr) };
+        // SAFETY: the block is in use in a live pool, at least 8 bytes and 8-aligned; we give it
+        // up.
+        unsafe { heap.push_remote(ptr, HeapState::block_class(&self.geo, ptr)) };
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {

@@ -2,7 +2,7 @@
 //! `Pool` value may be moved between uses, and `pool_stats()` can reach it by address.
 
 use super::config::{Geometry, MAX_CLASSES};
-use super::heap::{ArenaSource, PoolHeader};
+use super::heap::ArenaSource;
 use super::local::{self, Heap, SpinLock, FORK_PENDING, MAX_HEAPS, OWNER_STATS};
 use super::map::ArenaMap;
 use super::stats::RawStats;
@@ -86,38 +86,19 @@ impl Core {
         self.with_idle_heaps(|h| unsafe { h.drain(src) });
     }
 
-    /// Takes out of `raw`'s blocks in use the blocks other threads freed into heaps that no
-    /// thread is using, which wait on those heaps' remote lists: counted, not freed, for a reader
-    /// that does not know the pool's inner allocator (freeing can give an arena back to it), so
-    /// that reading changes nothing in the pool.
-    pub fn uncount_idle_remote(&self, raw: &mut RawStats) {
-        let pool_mask = !(self.geo.pool_size - 1);
-        self.with_idle_heaps(|h| {
-            let mut p = h.remote.0.load(Ordering::Acquire);
-            while !p.is_null() {
-                // SAFETY: with exclusive access to the heap no thread drains its list meanwhile,
-                // and other threads' pushes only add blocks above the head read here; each block
-                // on the list is a block of one of this heap's pools (whose header starts the
-                // pool-aligned address below it), given up by its freeing thread, and links to
-                // the next through its first word.
-                unsafe {
-                    let pool = (p as usize & pool_mask) as *const PoolHeader;
-                    let class = (*pool).szidx as usize & (MAX_CLASSES - 1);
-                    raw.blocks[class] = raw.blocks[class].wrapping_sub(1);
-                    p = *(p as *const *mut u8);
-                }
-            }
-        });
-    }
-
-    /// Counters summed over all heaps (no allocation, no lock, no draining).
+    /// Counters summed over all heaps (no allocation, no lock, no draining). Blocks that wait on
+    /// a heap's remote list, freed by the program, are not in use. (A heap's blocks are read
+    /// before its waiting blocks: a block its owner is freeing from the list meanwhile can count
+    /// as in use, never one in use as waiting.)
     pub fn counters(&self) -> RawStats {
         let mut raw = RawStats::new(self.geo);
         for h in (0..MAX_HEAPS).filter_map(|i| self.heap(i)) {
             let c = &h.counters;
             for k in 0..self.geo.nclasses.min(MAX_CLASSES) {
-                raw.blocks[k] =
-                    raw.blocks[k].wrapping_add(c.blocks[k].load(Ordering::Relaxed) as i64);
+                let waiting = &h.remote.0.waiting[k];
+                raw.blocks[k] = raw.blocks[k]
+                    .wrapping_add(c.blocks[k].load(Ordering::Acquire) as i64)
+                    .wrapping_sub(waiting.load(Ordering::Acquire) as i64);
                 raw.pools[k] = raw.pools[k].wrapping_add(c.pools[k].load(Ordering::Relaxed) as i64);
             }
             raw.unused_pools = raw

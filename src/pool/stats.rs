@@ -62,7 +62,8 @@ pub struct ClassStats {
     pub pools: u64,
     /// Blocks in use.
     pub blocks_in_use: u64,
-    /// Blocks of those pools not in use: free-listed plus never touched.
+    /// Blocks of those pools not in use: free-listed, never touched, or freed by another thread
+    /// and waiting for the heap that holds them to take them back.
     pub blocks_available: u64,
 }
 
@@ -262,13 +263,10 @@ pub(crate) fn unregister(core: usize, uid: u64) {
 /// never own the probe, so they are never mistaken for the global one. The probe is freed before
 /// the counters are read.
 ///
-/// The blocks other threads freed into heaps no thread is using (the heap of a thread that has
-/// exited, the shared heap when its lock is free) are not counted as in use, though they still
-/// wait on those heaps' lists: [`Pool::stats`](crate::Pool::stats) frees them, which can give an
-/// arena back to the inner allocator; this one, which does not know that allocator, only leaves
-/// them out of the counts, so that reading changes nothing in the pool (their pools stay in use
-/// until the blocks are freed). A block freed into the heap of a running thread counts as in use
-/// until that thread next allocates.
+/// The blocks other threads freed, which wait on their heaps' lists until the heap's thread (or,
+/// once it has exited, whichever thread next frees into it or reads [`Pool::stats`](crate::Pool::stats))
+/// frees them, are not counted as in use: the pool counts them as they wait. Their pools stay in
+/// use until then, and reading changes nothing in the pool.
 /// Counters read while other threads allocate can be a moment apart: a class may show a block in
 /// use in a pool just given back. Never deadlocks (it waits only for the registry of pools, which
 /// no allocation holds); allocates only the probe and the result, with no lock held.
@@ -332,11 +330,7 @@ fn counters_of(e: Entry) -> Option<RawStats> {
     with_registry(|mut cores| {
         cores
             .find(|c| *c as *const Core as usize == e.core && c.uid == e.uid)
-            .map(|c| {
-                let mut raw = c.counters();
-                c.uncount_idle_remote(&mut raw);
-                raw
-            })
+            .map(|c| c.counters())
     })
 }
 
