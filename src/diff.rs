@@ -984,8 +984,8 @@ impl Timeline {
     /// The checkpoint labelled `label`; an error when no checkpoint has that label, or when
     /// several have it (which one is meant cannot be told). Of several checkpoints with one label,
     /// `label#n` picks the `n`th the timeline holds (from 1, in the order they were taken; with
-    /// [`keep_checkpoints`](crate::keep_checkpoints), of those kept), unless a checkpoint is
-    /// labelled `label#n` itself.
+    /// [`keep_checkpoints`](crate::keep_checkpoints), of those kept); when a checkpoint is also
+    /// labelled `label#n` itself, that is an error too.
     ///
     /// ```
     /// heapdelta::checkpoint("loaded");
@@ -1001,7 +1001,12 @@ impl Timeline {
     pub fn find(&self, label: &str) -> Result<&Snapshot, Error> {
         let mut found = self.labelled(label);
         match (found.next(), found.count()) {
-            (Some(c), 0) => Ok(c),
+            (Some(c), 0) => match self.nth_labelled(label) {
+                Some(Ok(_)) => Err(Error::NumberedLabelTaken {
+                    label: label.to_string(),
+                }),
+                _ => Ok(c),
+            },
             (Some(_), others) => Err(Error::AmbiguousLabel {
                 label: label.to_string(),
                 count: others + 1,
@@ -1387,10 +1392,21 @@ mod tests {
     }
 
     #[test]
-    fn a_checkpoint_labelled_label_hash_n_itself_is_found_first() {
+    fn label_hash_n_that_is_also_a_checkpoints_own_label_is_ambiguous() {
+        // A user trial: told to pick one of two "x" as "x#1", the literal "x#1" was picked.
         let t = labelled_timeline(&["x", "x#1", "x", "x"]);
-        assert_eq!(t.find("x#1").map(|c| c.epoch).ok(), Some(1));
+        let e = t.find("x#1").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#""x#1" names two checkpoints: one labelled so, and the 1st of those labelled "x"; give each checkpoint its own label"#
+        );
         assert_eq!(t.find("x#3").map(|c| c.epoch).ok(), Some(3));
+    }
+
+    #[test]
+    fn a_checkpoint_labelled_label_hash_n_is_found_when_no_other_shares_its_label() {
+        let t = labelled_timeline(&["x", "x#2", "y"]);
+        assert_eq!(t.find("x#2").map(|c| c.epoch).ok(), Some(1));
     }
 
     #[test]

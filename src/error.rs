@@ -52,6 +52,12 @@ pub enum Error {
         /// kept.
         dropped: u64,
     },
+    /// `label#n` is both a checkpoint's own label and the `n`th of the checkpoints sharing
+    /// `label`, so which one is meant cannot be told.
+    NumberedLabelTaken {
+        /// The label asked for (with `#n`).
+        label: String,
+    },
     /// `label#n` asked for the `n`th of the checkpoints sharing a label, and fewer have it.
     NoSuchNumber {
         /// The label the checkpoints share (without `#n`).
@@ -116,6 +122,15 @@ impl fmt::Display for Error {
                 )?;
                 not_counted(f, *dropped)
             }
+            Error::NumberedLabelTaken { label } => {
+                let (shared, n) = label.rsplit_once('#').unwrap_or((label, ""));
+                write!(
+                    f,
+                    "{label:?} names two checkpoints: one labelled so, and the {n}{} of those \
+                     labelled {shared:?}; give each checkpoint its own label",
+                    ordinal_suffix(n)
+                )
+            }
             Error::NoSuchNumber {
                 label,
                 n,
@@ -133,6 +148,17 @@ impl fmt::Display for Error {
                 not_counted(f, *dropped)
             }
         }
+    }
+}
+
+/// `st`, `nd`, `rd` or `th`, for the number written `n`.
+fn ordinal_suffix(n: &str) -> &'static str {
+    let tens = n.len() >= 2 && n.as_bytes()[n.len() - 2] == b'1';
+    match n.as_bytes().last() {
+        Some(b'1') if !tens => "st",
+        Some(b'2') if !tens => "nd",
+        Some(b'3') if !tens => "rd",
+        _ => "th",
     }
 }
 
