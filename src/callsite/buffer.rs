@@ -15,10 +15,12 @@
 //!   that starts at the same frame and whose first return address is the one found there now is
 //!   checked the same way ([`StackBuffer::replay`]), so allocations from many places in no order
 //!   are replayed too.
-//! - **Recent stacks.** Otherwise the stack is walked, and looked up among the last 32 distinct
-//!   stacks by 32 bits of its hash (all compared at once) and a compare of every word, before the
-//!   shared intern table, which costs three dependent loads into a large table and a compare
-//!   (about 15 ns). A stack found in neither takes the place of the oldest recent one.
+//! - **Recent stacks.** Otherwise the stack is walked, and looked up among the recent stacks of its
+//!   set (up to 128 in all, sixteen to a set; the set is picked by where the walk started and the
+//!   first return address it read, as for a replay) by 32 bits of its hash (all compared at once)
+//!   and a compare of every word, before the shared intern table, which costs three dependent loads
+//!   into a large table and a compare (about 15 ns). A stack found in neither takes the place of
+//!   the oldest one of its set.
 //!
 //! Matches are exact either way: a site id is only reused for a stack equal to its own in every
 //! word.
@@ -52,10 +54,27 @@ pub fn live_buffers() -> usize {
 /// Most return addresses a capture keeps.
 pub(crate) const STACK_WORDS: usize = 64;
 
+/// Entries of a set: a stack is kept in one of the `WAYS` entries of the set its walk's start and
+/// first return address pick (`set_of`), and looked up among those only, compared all at once.
+const WAYS: usize = 16;
+const _: () = assert!(WAYS <= 32, "`matching` gathers a set's matches in a u32");
+/// Sets of `WAYS` entries.
+const SETS: usize = 8;
 /// Distinct recent stacks remembered per thread: as many hot places as a program allocates from
-/// in a loop, in turn (then replayed) or in no order (then found by their tags, `entry_of`).
-const RECENT: usize = 32;
-const _: () = assert!(RECENT <= 64, "`entry_of` gathers matching tags in a u64");
+/// in a loop, in turn (then replayed) or in no order (then found by where their walk starts,
+/// `replay_keyed`, or their tags, `entry_of`), as long as no set has more than `WAYS` of them.
+const RECENT: usize = SETS * WAYS;
+
+/// The set of the stacks whose walk starts with `key` (`key_of`): its high bits, taken by a
+/// multiply, so that any `SETS` gives a set below it.
+fn set_of(key: u32) -> usize {
+    ((u64::from(key) * SETS as u64) >> 32) as usize
+}
+
+/// Entry `i`'s value in `column` (`tags` or `keys`); `None` for no entry.
+fn cell(column: &mut [[u32; WAYS]; SETS], i: usize) -> Option<&mut u32> {
+    column.get_mut(i / WAYS)?.get_mut(i % WAYS)
+}
 
 /// The part of a stack's `intern::hash_stack` that `StackBuffer::tags` keeps: never 0, the tag
 /// of an empty entry. Thirty-two bits, which a compare of four at once covers.
@@ -67,19 +86,24 @@ fn tag_of(hash: u64) -> u32 {
 /// its walk started at and the return address read there first. Never 0, the key of an entry
 /// that is not replayable.
 fn key_of(start: usize, first: usize) -> u32 {
-    let mixed = (first ^ start.rotate_left(29)) as u64;
-    (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32 | 1
+    let mut mixed = (first ^ start.rotate_left(29)) as u64;
+    // Two rounds: after one, places whose return addresses lie a Fibonacci number of bytes apart
+    // (functions of 144 bytes in a row) shared their high bits, and so their set (`set_of`).
+    mixed = mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    mixed ^= mixed >> 32;
+    (mixed.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 32) as u32 | 1
 }
 
-/// The entries among `RECENT` whose value in `column` is `value`, as a mask (bit `i`: entry `i`),
-/// built without a branch: the compiler compares four values at once (32-bit ones: the baseline
-/// x86_64 target has no vector compare of 64-bit words, and columns of them were compared one by
-/// one, which cost sixteen sites in no order 0.45x `System`).
-fn matching(column: &[u32; RECENT], value: u32) -> u64 {
+/// The entries of a set whose value in `column` is `value`, as a mask (bit `i`: the set's entry
+/// `i`), built without a branch: the compiler compares four values at once (32-bit ones: the
+/// baseline x86_64 target has no vector compare of 64-bit words, and columns of them were
+/// compared one by one, which cost sixteen sites in no order 0.45x `System`).
+#[inline(always)]
+fn matching(column: &[u32; WAYS], value: u32) -> u32 {
     column
         .iter()
         .enumerate()
-        .fold(0u64, |m, (i, &v)| m | u64::from(v == value) << i)
+        .fold(0u32, |m, (i, &v)| m | u32::from(v == value) << i)
 }
 
 /// The site of a stack `StackBuffer::replay` replayed.
@@ -118,8 +142,8 @@ struct Recent {
     records: [usize; STACK_WORDS],
 }
 
-/// A thread's capture buffer, about 50 KiB, allocated on the thread's first capture (`allocate`);
-/// its pages are touched as its entries are first used.
+/// A thread's capture buffer, about 200 KiB (1,584 bytes per recent stack), allocated on the
+/// thread's first capture (`allocate`); its pages are touched as its entries are first used.
 pub(crate) struct StackBuffer {
     /// Return addresses of the capture in progress.
     words: [usize; STACK_WORDS],
@@ -129,12 +153,12 @@ pub(crate) struct StackBuffer {
     /// Each entry's `tag_of` its stack's hash (0: the entry is empty), apart from the entries so
     /// that a lookup compares them all in a few instructions and reads only the entries that
     /// match, where reading every entry cost a cache line each.
-    tags: [u32; RECENT],
+    tags: [[u32; WAYS]; SETS],
     /// Each replayable entry's `key_of` where its walk started and the first return address it
     /// read (0: not replayable), for `replay_keyed`, kept apart from the entries as `tags` is.
-    keys: [u32; RECENT],
-    /// The entry of `recent` the next new stack replaces.
-    next: usize,
+    keys: [[u32; WAYS]; SETS],
+    /// For each set, its entry (`0..WAYS`) the next new stack of the set replaces.
+    next: [usize; SETS],
     /// The entry of `recent` holding the last captured stack (`RECENT`: none yet).
     current: usize,
     /// For each entry, the entry whose stack was captured right after it the last time (`RECENT`:
@@ -168,9 +192,9 @@ impl StackBuffer {
                     records: [0; STACK_WORDS],
                 }
             }; RECENT],
-            tags: [0; RECENT],
-            keys: [0; RECENT],
-            next: 0,
+            tags: [[0; WAYS]; SETS],
+            keys: [[0; WAYS]; SETS],
+            next: [0; SETS],
             current: RECENT,
             after: [RECENT; RECENT],
             guess: [RECENT; RECENT],
@@ -183,7 +207,7 @@ impl StackBuffer {
     pub(crate) fn allocate() -> *mut StackBuffer {
         let layout = Layout::new::<StackBuffer>();
         // Zeroed, then only the fields whose empty value is not zero are written: a buffer built
-        // as a value would take 50 KiB of the thread's stack, twice over in a debug build, inside
+        // as a value would take 200 KiB of the thread's stack, twice over in a debug build, inside
         // the allocator.
         // SAFETY: the layout has a non-zero size.
         let buffer = unsafe { System.alloc_zeroed(layout) }.cast::<StackBuffer>();
@@ -251,12 +275,17 @@ impl StackBuffer {
         if let InMemo::Named(site) = c.memo {
             return site;
         }
-        let (i, seen) = self.entry_of(c.n, c.hash, c.n == depth && depth > 0);
+        // The set a walk from `start` that read this first return address looks in: a replayable
+        // entry's key is made of the same two words (its walk's first record is `start`).
+        let first = self.words.get(..c.n).and_then(<[usize]>::first);
+        let key = key_of(start, first.copied().unwrap_or(0));
+        let (i, seen) = self.entry_of(c.n, c.hash, c.n == depth && depth > 0, key);
         // A stack is made replayable when it comes again, whether after the same stack as the time
         // before (then the guess finds it) or not (then `replay_keyed` does): copying the records
         // of a stack that never comes back (a program allocating from more places than there are
         // entries) would only cost.
-        if let (true, Some(r), Some(key)) = (seen, self.recent.get_mut(i), self.keys.get_mut(i)) {
+        if let (true, Some(r), Some(key)) = (seen, self.recent.get_mut(i), cell(&mut self.keys, i))
+        {
             // (No depth has the `TRUSTED_END` bit: they are at most `MAX_DEPTH`, which the
             // tracker and `HEAPDELTA` clamp to; a larger one is never replayed.)
             let replayable = c.recorded && c.n > 0 && r.id != 0 && asked & TRUSTED_END == 0;
@@ -344,9 +373,11 @@ impl StackBuffer {
         // which stays mapped while the thread runs. The second word is the return address a walk
         // from `start` reads first.
         let first = unsafe { (start as *const [usize; 2]).read() }[1];
-        let mut found = matching(&self.keys, key_of(start, first));
+        let key = key_of(start, first);
+        let set = set_of(key);
+        let mut found = self.keys.get(set).map_or(0, |keys| matching(keys, key));
         while found != 0 {
-            let i = found.trailing_zeros() as usize;
+            let i = set * WAYS + found.trailing_zeros() as usize;
             found &= found - 1;
             if self.replays(i, start, depth) {
                 self.follow(i);
@@ -432,16 +463,21 @@ impl StackBuffer {
     }
 
     /// The entry of `recent` holding the stack in `words[..n]`, whose `intern::hash_stack` is
-    /// `hash`, and whether it was there already; otherwise a new entry (replacing the oldest)
-    /// with its id from the shared table, not replayable. `cut`: the stack filled the capture's
-    /// depth (see `intern::intern_captured`).
-    fn entry_of(&mut self, n: usize, hash: u64, cut: bool) -> (usize, bool) {
+    /// `hash`, and whether it was there already, among the entries of the set of `key` (the
+    /// `key_of` where the capture started and its first return address); otherwise a new entry
+    /// of that set (replacing the set's oldest) with its id from the shared table, not
+    /// replayable. `cut`: the stack filled the capture's depth (see `intern::intern_captured`).
+    fn entry_of(&mut self, n: usize, hash: u64, cut: bool, key: u32) -> (usize, bool) {
         let stack = self.words.get(..n).unwrap_or(&[]);
-        // The entries whose tag matches, as a mask built without a branch (the compiler compares
-        // four tags at once; an empty entry's 0 is no stack's tag), then those entries' stacks.
-        let mut matches = matching(&self.tags, tag_of(hash));
+        let set = set_of(key);
+        // The set's entries whose tag matches, as a mask built without a branch (the compiler
+        // compares four tags at once; an empty entry's 0 is no stack's tag), then their stacks.
+        let mut matches = self
+            .tags
+            .get(set)
+            .map_or(0, |tags| matching(tags, tag_of(hash)));
         while matches != 0 {
-            let i = matches.trailing_zeros() as usize;
+            let i = set * WAYS + matches.trailing_zeros() as usize;
             matches &= matches - 1;
             let same = self.recent.get(i).is_some_and(|r| {
                 r.n == n
@@ -453,9 +489,12 @@ impl StackBuffer {
             }
         }
         let id = intern_captured(stack, hash, cut);
-        let i = self.next;
-        self.next = (self.next + 1) % RECENT;
-        if let (Some(t), Some(k)) = (self.tags.get_mut(i), self.keys.get_mut(i)) {
+        let Some(next) = self.next.get_mut(set) else {
+            return (RECENT, false);
+        };
+        let i = set * WAYS + *next;
+        *next = (*next + 1) % WAYS;
+        if let (Some(t), Some(k)) = (cell(&mut self.tags, i), cell(&mut self.keys, i)) {
             *t = tag_of(hash);
             *k = 0;
         }
@@ -487,7 +526,7 @@ mod tests {
     /// Puts `stack` in the buffer as a capture would and returns its site id.
     fn site_for(buf: &mut StackBuffer, stack: &[usize]) -> SiteId {
         buf.words[..stack.len()].copy_from_slice(stack);
-        let (i, _) = buf.entry_of(stack.len(), hash_stack(stack), false);
+        let (i, _) = buf.entry_of(stack.len(), hash_stack(stack), false, key_of(0, stack[0]));
         buf.follow(i)
     }
 
@@ -530,7 +569,7 @@ mod tests {
         let id_a = site_for(&mut buf, &a);
         // The same hash and length as `a`, other words: must not get `a`'s id.
         buf.words[..2].copy_from_slice(&b);
-        let (i, seen) = buf.entry_of(2, hash_stack(&a), false);
+        let (i, seen) = buf.entry_of(2, hash_stack(&a), false, key_of(0, b[0]));
         assert!(!seen);
         assert_ne!(buf.follow(i), id_a);
     }
@@ -557,7 +596,7 @@ mod tests {
         let mut buf = StackBuffer::new();
         // A hash whose upper half is 0, as an empty entry's tag is: the empty stack of the same
         // length as the empty entries must still be looked up, not found there with no id.
-        let (i, seen) = buf.entry_of(0, 5, false);
+        let (i, seen) = buf.entry_of(0, 5, false, key_of(0, 0));
         assert!(!seen);
         assert_ne!(buf.follow(i), 0);
     }
