@@ -2,8 +2,9 @@
 //!
 //! Workloads (`common/churn.rs`, the same code for every allocator): `small_churn`,
 //! `mixed_churn`, `small_churn_2t`, and, in the ratio table only, `small_churn_3sites`,
-//! `small_churn_8sites`, `small_churn_16sites_random`, `growth` (a leaking loop) and
-//! `small_churn_scope` (sites off, with the churn run inside a `heapdelta::scope`).
+//! `small_churn_8sites`, `small_churn_16sites_random`, `small_churn_64sites_random`, `growth` (a
+//! leaking loop) and `small_churn_scope` (sites off, with the churn run inside a
+//! `heapdelta::scope`).
 //!
 //! Allocators: `System`; two counter-only peers in the ratio table, `cap` (one global atomic: the
 //! live bytes) and `stats_alloc` (global atomic counters of blocks and bytes), neither keeping
@@ -27,7 +28,8 @@ mod handle;
 #[path = "common/paired.rs"]
 mod paired;
 use churn::{
-    timed_churn, timed_growth, timed_many_sites, timed_three_sites, two_threads, Churn, OPS,
+    timed_churn, timed_growth, timed_many_sites, timed_places, timed_three_sites, two_threads,
+    Churn, OPS,
 };
 use heapdelta::{CallSites, Pool, Tracker};
 
@@ -141,6 +143,11 @@ fn paired_ratios() {
         "small_churn_16sites_random",
         ROUNDS,
         &contenders!(|a| timed_many_sites(a, 200_000, true)),
+    );
+    paired::print_ratios(
+        "small_churn_64sites_random",
+        ROUNDS,
+        &contenders!(|a| timed_places(a, 200_000, 64)),
     );
     paired::print_ratios(
         "small_churn_2t",

@@ -19,7 +19,9 @@ mod churn;
 mod handle;
 #[path = "common/paired.rs"]
 mod paired;
-use churn::{timed_churn, timed_growth, timed_many_sites, timed_three_sites, two_threads};
+use churn::{
+    timed_churn, timed_growth, timed_many_sites, timed_places, timed_three_sites, two_threads,
+};
 
 #[global_allocator]
 static DHAT: dhat::Alloc = dhat::Alloc;
@@ -68,6 +70,11 @@ fn main() {
         "small_churn_16sites_random",
         ROUNDS,
         &contenders!(|a| timed_many_sites(a, 50_000, true)),
+    );
+    paired::print_ratios(
+        "small_churn_64sites_random",
+        ROUNDS,
+        &contenders!(|a| timed_places(a, 50_000, 64)),
     );
     paired::print_ratios(
         "mixed_churn",

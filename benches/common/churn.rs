@@ -10,6 +10,8 @@
 //! - `small_churn_16sites_random`: from sixteen functions in no particular order, so that the
 //!   guess of which stack comes next fails: with frame pointers each stack is then found by where
 //!   its walk starts (without them, among the unwinder's 32 remembered walks);
+//! - `small_churn_64sites_random`: from sixty-four functions in no particular order (of up to
+//!   256, `timed_places`), more than a thread's capture buffer remembered when it kept 32 stacks;
 //! - `growth`: a leaking loop: each op keeps a 64-B block and allocates and frees a temporary of
 //!   8–1,024 B, starting from the process's peak, so about a third of the temporaries reach a new
 //!   peak (the others stay below recent, larger ones).
@@ -102,7 +104,7 @@ impl Churn {
         &mut self,
         a: &A,
         ops: u64,
-        alloc: impl Fn(&A, Layout, u64) -> *mut u8,
+        mut alloc: impl FnMut(&A, Layout, u64) -> *mut u8,
     ) {
         for op in 0..ops {
             let i = (self.next() % LIVE as u64) as usize;
@@ -190,6 +192,94 @@ fn alloc_at_site<A: GlobalAlloc, const K: usize>(a: &A, l: Layout) -> *mut u8 {
     black_box(K);
     // SAFETY: non-zero size.
     black_box(unsafe { a.alloc(l) })
+}
+
+/// Most places `run_places` allocates from.
+pub const PLACES: usize = 256;
+
+/// One of `PLACES` call sites, `H * 16 + L` (the constants keep their code apart, so none is
+/// merged with another).
+#[inline(never)]
+fn alloc_at_place<A: GlobalAlloc, const H: usize, const L: usize>(a: &A, l: Layout) -> *mut u8 {
+    black_box(H * 16 + L);
+    // SAFETY: non-zero size.
+    black_box(unsafe { a.alloc(l) })
+}
+
+/// A place allocating from `a` with a layout.
+type Place<A> = fn(&A, Layout) -> *mut u8;
+
+/// The sixteen places `alloc_at_place::<A, H, _>`.
+macro_rules! sixteen_places {
+    ($a:ty, $h:literal) => {
+        [
+            alloc_at_place::<$a, $h, 0>,
+            alloc_at_place::<$a, $h, 1>,
+            alloc_at_place::<$a, $h, 2>,
+            alloc_at_place::<$a, $h, 3>,
+            alloc_at_place::<$a, $h, 4>,
+            alloc_at_place::<$a, $h, 5>,
+            alloc_at_place::<$a, $h, 6>,
+            alloc_at_place::<$a, $h, 7>,
+            alloc_at_place::<$a, $h, 8>,
+            alloc_at_place::<$a, $h, 9>,
+            alloc_at_place::<$a, $h, 10>,
+            alloc_at_place::<$a, $h, 11>,
+            alloc_at_place::<$a, $h, 12>,
+            alloc_at_place::<$a, $h, 13>,
+            alloc_at_place::<$a, $h, 14>,
+            alloc_at_place::<$a, $h, 15>,
+        ]
+    };
+}
+
+/// The `PLACES` places, sixteen to a row.
+fn places<A: GlobalAlloc>() -> [[Place<A>; 16]; PLACES / 16] {
+    [
+        sixteen_places!(A, 0),
+        sixteen_places!(A, 1),
+        sixteen_places!(A, 2),
+        sixteen_places!(A, 3),
+        sixteen_places!(A, 4),
+        sixteen_places!(A, 5),
+        sixteen_places!(A, 6),
+        sixteen_places!(A, 7),
+        sixteen_places!(A, 8),
+        sixteen_places!(A, 9),
+        sixteen_places!(A, 10),
+        sixteen_places!(A, 11),
+        sixteen_places!(A, 12),
+        sixteen_places!(A, 13),
+        sixteen_places!(A, 14),
+        sixteen_places!(A, 15),
+    ]
+}
+
+impl Churn {
+    /// `run`, with the allocations made from the first `n` of `PLACES` functions (called
+    /// through a table), in an order without a pattern (xorshift, the same in every run).
+    pub fn run_places<A: GlobalAlloc>(&mut self, a: &A, ops: u64, n: usize) {
+        let table = places::<A>();
+        let n = n.clamp(1, PLACES) as u64;
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        self.run_with(a, ops, |a, l, _| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = ((x >> 32) % n) as usize;
+            table[k / 16][k % 16](a, l)
+        });
+    }
+}
+
+/// One timed run of `small_churn` from `n` places in no order (`Churn::run_places`) on `a`.
+pub fn timed_places<A: GlobalAlloc>(a: &A, ops: u64, n: usize) -> Duration {
+    let mut c = Churn::new(a, false, 42);
+    let start = Instant::now();
+    c.run_places(a, ops, n);
+    let t = start.elapsed();
+    c.free_all(a);
+    t
 }
 
 /// `small_churn` on two threads at once, `iters * OPS` operations each.
