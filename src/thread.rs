@@ -75,9 +75,9 @@ struct State {
     /// `Ctx::sample` and `fast_alloc`) or while the thread claims its slot, none of which
     /// allocates or re-enters.
     sampler: UnsafeCell<Sampler>,
-    /// The thread's capture buffer (used only while `busy` is set): allocated from the system
-    /// allocator on the thread's first capture, so that threads that never capture a call site do
-    /// not carry its 200 KiB; freed when the thread exits. Null until then, and after.
+    /// The thread's capture buffer (used only while `busy` is set): mapped on the thread's first
+    /// capture, so that threads that never capture a call site do not carry its 200 KiB;
+    /// unmapped when the thread exits. Null until then, and after.
     stack: Cell<*mut StackBuffer>,
     /// Whether the thread's destructor (`Owner`) is registered and has not run yet: it frees
     /// `stack`.

@@ -26,7 +26,7 @@
 //! word.
 //!
 //! Runs inside the global allocator (with heapdelta's guard set): no lock, no panic, and no
-//! allocation but the buffer itself, from the system allocator, on a thread's first capture.
+//! allocation but the buffer itself, mapped on a thread's first capture, and its memo of walks.
 
 #[cfg(doc)]
 use super::capture::frame_register_here;
@@ -202,27 +202,40 @@ impl StackBuffer {
         }
     }
 
-    /// A new buffer from the system allocator (heapdelta runs inside the global allocator, which
-    /// it must not call), or null when that fails. Give it back with `free`.
+    /// A new buffer, mapped (heapdelta runs inside the global allocator, which it must not call),
+    /// or null when that fails. Give it back with `free`.
     pub(crate) fn allocate() -> *mut StackBuffer {
-        let layout = Layout::new::<StackBuffer>();
-        // Zeroed, then only the fields whose empty value is not zero are written: a buffer built
-        // as a value would take 200 KiB of the thread's stack, twice over in a debug build, inside
-        // the allocator.
-        // SAFETY: the layout has a non-zero size.
-        let buffer = unsafe { System.alloc_zeroed(layout) }.cast::<StackBuffer>();
-        if !buffer.is_null() {
-            // SAFETY: `buffer` is a fresh block of the buffer's layout; every field is valid as
-            // zero bytes (integers, arrays of them, a null pointer, `None` references), and the
-            // three written here are written through raw pointers, without a reference to the
-            // whole.
-            unsafe {
-                ptr::addr_of_mut!((*buffer).current).write(RECENT);
-                ptr::addr_of_mut!((*buffer).after).write([RECENT; RECENT]);
-                ptr::addr_of_mut!((*buffer).guess).write([RECENT; RECENT]);
-            }
-            LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
+        let size = std::mem::size_of::<StackBuffer>();
+        // A mapping of its own, whose pages read as zeros and are touched only as entries are
+        // first used: `calloc` zeroes a block of reused heap memory in full, 200 KiB for every
+        // thread a program starts. (A buffer built as a value would also take that much of the
+        // thread's stack, twice over in a debug build, inside the allocator.)
+        // SAFETY: an anonymous private mapping at no fixed address, checked for MAP_FAILED
+        // before use.
+        let fresh = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if fresh == libc::MAP_FAILED {
+            return ptr::null_mut();
         }
+        let buffer = fresh.cast::<StackBuffer>();
+        // SAFETY: `buffer` is a fresh zeroed mapping of the buffer's size, page-aligned (above
+        // the buffer's alignment); every field is valid as zero bytes (integers, arrays of them,
+        // a null pointer, `None` references), and the three written here are written through
+        // raw pointers, without a reference to the whole.
+        unsafe {
+            ptr::addr_of_mut!((*buffer).current).write(RECENT);
+            ptr::addr_of_mut!((*buffer).after).write([RECENT; RECENT]);
+            ptr::addr_of_mut!((*buffer).guess).write([RECENT; RECENT]);
+        }
+        LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
         buffer
     }
 
@@ -232,14 +245,14 @@ impl StackBuffer {
     /// `buffer` must be null or come from `allocate`, and not be used afterwards.
     pub(crate) unsafe fn free(buffer: *mut StackBuffer) {
         if !buffer.is_null() {
-            // SAFETY: the caller's contract: `allocate` got it from `System` with this layout, and
-            // its memo, if any, from `System` with the memo's (`memo`).
+            // SAFETY: the caller's contract: `allocate` mapped it, of the buffer's size, and its
+            // memo, if any, came from `System` with the memo's layout (`memo`).
             unsafe {
                 let memo = (*buffer).memo;
                 if !memo.is_null() {
                     System.dealloc(memo.cast(), Layout::new::<Memo>());
                 }
-                System.dealloc(buffer.cast(), Layout::new::<StackBuffer>());
+                libc::munmap(buffer.cast(), std::mem::size_of::<StackBuffer>());
             }
             LIVE_BUFFERS.fetch_sub(1, Ordering::Relaxed);
         }
