@@ -891,3 +891,21 @@ fn a_diff_of_two_unlabelled_snapshot_files_is_headed_by_their_names() {
         run.stdout
     );
 }
+
+#[test]
+fn a_diff_of_two_unlabelled_files_of_one_name_is_headed_by_their_paths() {
+    let dir = common::temp_dir("diff_one_name");
+    let unlabelled = |steps: u64| {
+        let text = common::snapshot_file_at(steps);
+        text.replace(&format!("\"label\":\"step {steps}\""), "\"label\":null")
+    };
+    let (old, new) = (dir.join("a/snapshot.json"), dir.join("b/snapshot.json"));
+    for (path, steps) in [(&old, 1), (&new, 4)] {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, unlabelled(steps)).unwrap();
+    }
+    let run = heapdelta(["diff", arg(&old), arg(&new)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let head = format!("| {} \u{2192} {} |", old.display(), new.display());
+    assert!(run.stdout.starts_with(&head), "{}", run.stdout);
+}

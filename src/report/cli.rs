@@ -309,15 +309,31 @@ fn read_snapshot(path: &Path) -> Result<Snapshot, Failure> {
     }
 }
 
-/// `s`, labelled with the name of the file it was read from if it has no label of its own, so
-/// that a diff of two such files names them (`| before.json → after.json |`) rather than `now`.
-fn named_by_file(mut s: Snapshot, path: &Path) -> Snapshot {
+/// `s`, labelled `name` (the file it was read from, see `file_names`) if it has no label of its
+/// own, so that a diff of two such files names them (`| before.json → after.json |`) rather than
+/// `now`.
+fn named_by_file(mut s: Snapshot, name: String) -> Snapshot {
     if s.label.is_none() {
-        s.label = path
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned());
+        s.label = Some(name);
     }
     s
+}
+
+/// How a diff names the two files it compares: by their file names, or by the paths given when
+/// the names are alike (`out/snapshot.json`, `out-pool/snapshot.json`: a user trial's diff read
+/// `| snapshot.json | … compared with snapshot.json`).
+fn file_names(old: &Path, new: &Path) -> (String, String) {
+    let name = |p: &Path| {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    };
+    if name(old) == name(new) && old != new {
+        (old.display().to_string(), new.display().to_string())
+    } else {
+        (name(old), name(new))
+    }
 }
 
 /// What a flamegraph or an export shows: live bytes of one snapshot, or growth.
@@ -412,8 +428,9 @@ fn describe(s: &Snapshot, top: usize) -> String {
 fn diff(old: &Path, new: Option<&Path>, window: &Window, by: By, top: usize) -> Outcome {
     let delta = match (new, &window.from, &window.to) {
         (Some(new), _, _) => {
-            let before = named_by_file(read_snapshot(old)?, old);
-            named_by_file(read_snapshot(new)?, new).since(&before)
+            let (old_name, new_name) = file_names(old, new);
+            let before = named_by_file(read_snapshot(old)?, old_name);
+            named_by_file(read_snapshot(new)?, new_name).since(&before)
         }
         (None, Some(from), Some(to)) => growth_between(old, from, to)?,
         // The parser gives --from and --to together.
