@@ -937,7 +937,7 @@ impl Timeline {
     /// interleaved cut each other's steps into slivers in which a steady leak did not grow (a
     /// user trial: `growing at every step: none` once `every=1` was added to a program that
     /// checkpointed its batches).
-    fn unbroken_step_ends(&self) -> Vec<&Snapshot> {
+    pub(crate) fn unbroken_step_ends(&self) -> Vec<&Snapshot> {
         let ends = self.unbroken();
         match steps_of(ends) {
             Some(by_clock) => ends.iter().filter(|s| s.by_clock == by_clock).collect(),

@@ -772,6 +772,15 @@ fn growth_rows(t: &Timeline, growing: &[Growth], top: usize, lines: &mut Vec<Str
 /// did grow at every step, why no site was found; `between` names the kind of checkpoints
 /// followed, if one was.
 fn nothing_growing(t: &Timeline, between: &str) -> String {
+    let ends = t.unbroken_step_ends().len();
+    if ends < 3 {
+        // Not "none": nothing was looked at (a user trial read an empty timeline file so).
+        return format!(
+            "growing at every step{between}: too few steps to tell ({} to compare; it takes \
+             two steps, three checkpoints)",
+            count(ends as u64, "checkpoint")
+        );
+    }
     let Some((steps, growth, sited)) = t.live_rose_at_every_step() else {
         return format!("growing at every step{between}: none");
     };
@@ -1104,6 +1113,17 @@ mod tests {
         let mut t = rising_checkpoints(true, None);
         t.checkpoints[5].totals.live_bytes = 1000;
         assert_eq!(growing_line(&t), "growing at every step: none");
+    }
+
+    #[test]
+    fn a_timeline_of_fewer_than_three_checkpoints_says_it_cannot_tell_what_grows() {
+        let mut t = rising_checkpoints(true, None);
+        t.checkpoints.truncate(2);
+        assert_eq!(
+            growing_line(&t),
+            "growing at every step: too few steps to tell (2 checkpoints to compare; it takes two \
+             steps, three checkpoints)"
+        );
     }
 
     /// Checkpoints `step 0` to `step 6` of one run with one site, `leak`, holding `live[i]` blocks
