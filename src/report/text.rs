@@ -381,11 +381,15 @@ impl Display for Delta {
                 Some(mean) if listed => {
                     lines.extend(estimates_note(Some(mean)).map(|note| format!("   {note}")))
                 }
-                // Said, so that a window without sites does not read as an exact report.
-                Some(mean) if !sampled_any && !self.is_comparison() => lines.push(format!(
-                    "   no call site sampled in this window (about one sample per {})",
-                    bytes(mean)
-                )),
+                // Said, so that a window without sites does not read as an exact report (nor
+                // one whose sampled sites held steady as one where nothing was sampled).
+                Some(mean) if !self.is_comparison() => {
+                    let what = match sampled_any {
+                        true => "no sampled call site's live bytes changed in this window",
+                        false => "no call site sampled in this window",
+                    };
+                    lines.push(format!("   {what} (about one sample per {})", bytes(mean)));
+                }
                 _ => {}
             }
             for s in sites {
@@ -1106,6 +1110,10 @@ mod tests {
         after.sites = SiteList::new(vec![churned]);
         let step = after.since(&before).to_string();
         assert!(!step.contains("no call site sampled"), "{step}");
+        assert!(
+            step.contains("   no sampled call site's live bytes changed in this window (about one sample per 4.0 KiB)"),
+            "{step}"
+        );
     }
 
     #[test]
