@@ -15,24 +15,30 @@ fn in_use() -> u64 {
         .bytes_in_use
 }
 
-#[test]
-fn blocks_freed_into_an_exited_threads_heap_are_not_counted_as_in_use() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    const BLOCKS: usize = 2000;
-    let before = in_use();
+const BLOCKS: usize = 2000;
+
+/// Runs `main_side` on `BLOCKS` blocks a worker allocated, while the worker stays alive without
+/// allocating (so blocks freed meanwhile wait on its heap's remote list); then lets the worker
+/// exit, joins it, and returns what `main_side` returned.
+fn with_the_blocks_of_a_waiting_worker<R>(main_side: impl FnOnce(Vec<Box<[u8; 40]>>) -> R) -> R {
     let (to_main, from_worker) = mpsc::channel::<Vec<Box<[u8; 40]>>>();
     let (to_worker, from_main) = mpsc::channel::<()>();
     let worker = std::thread::spawn(move || {
         let blocks: Vec<Box<[u8; 40]>> = (0..BLOCKS).map(|i| Box::new([i as u8; 40])).collect();
         to_main.send(blocks).expect("main receives");
-        // Alive while main frees the blocks, so they go on this heap's remote list; then it
-        // exits without allocating again.
         from_main.recv().expect("main says when");
     });
-    let blocks = from_worker.recv().expect("the worker sends");
-    drop(blocks);
+    let r = main_side(from_worker.recv().expect("the worker sends"));
     to_worker.send(()).expect("the worker waits");
     worker.join().expect("the worker ends");
+    r
+}
+
+#[test]
+fn blocks_freed_into_an_exited_threads_heap_are_not_counted_as_in_use() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let before = in_use();
+    with_the_blocks_of_a_waiting_worker(drop);
     let after = in_use();
     assert!(
         after < before + (BLOCKS as u64 * 48) / 10,
@@ -43,22 +49,11 @@ fn blocks_freed_into_an_exited_threads_heap_are_not_counted_as_in_use() {
 #[test]
 fn blocks_freed_into_a_running_threads_heap_are_not_counted_as_in_use() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    const BLOCKS: usize = 2000;
-    let (to_main, from_worker) = mpsc::channel::<Vec<Box<[u8; 40]>>>();
-    let (to_worker, from_main) = mpsc::channel::<()>();
-    let worker = std::thread::spawn(move || {
-        let blocks: Vec<Box<[u8; 40]>> = (0..BLOCKS).map(|i| Box::new([i as u8; 40])).collect();
-        to_main.send(blocks).expect("main receives");
-        // Alive, and not allocating, while main frees the blocks and reads the stats: the blocks
-        // wait on this heap's remote list meanwhile.
-        from_main.recv().expect("main says when");
+    let (held, freed) = with_the_blocks_of_a_waiting_worker(|blocks| {
+        let held = in_use();
+        drop(blocks);
+        (held, in_use())
     });
-    let blocks = from_worker.recv().expect("the worker sends");
-    let held = in_use();
-    drop(blocks);
-    let freed = in_use();
-    to_worker.send(()).expect("the worker waits");
-    worker.join().expect("the worker ends");
     assert!(
         held >= BLOCKS as u64 * 48 && freed + BLOCKS as u64 * 48 <= held,
         "in use {held} B with the worker's blocks held, {freed} B once main freed them"
