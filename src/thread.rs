@@ -492,7 +492,7 @@ impl State {
 
     /// The thread's capture buffer, allocated on its first capture; null (no call site recorded)
     /// when the thread's destructor is not registered (it has run, or it could not be registered),
-    /// since the buffer would then never be freed, or when the system allocator fails.
+    /// since the buffer would then never be freed, or when the mapping fails.
     #[cold]
     #[inline(never)]
     fn new_buffer(&self) -> *mut StackBuffer {

@@ -102,7 +102,12 @@ impl RawFrame {
     /// frames of one return address are two functions named alike), of one compiled function
     /// where both are known. Debug information limited to line tables names functions without
     /// their path, `new` or `{closure#0}`, and two of them in one file read as one (a user trial:
-    /// `Inner::new` under `build_inner` under `Outer::new` lost the two frames between).
+    /// `Inner::new` under `build_inner` under `Outer::new` lost the two frames between). The
+    /// start of an inlined frame is that of the function it was inlined into, so a mutual
+    /// recursion through a function inlined both into another member and into an outside caller
+    /// (`#[inline(always)]`: a review saw no other hint do it) gives two sites, its first trip and
+    /// the deeper ones, where names alone gave one; two sites named right rather than one site
+    /// missing frames.
     fn same_function(&self, other: &RawFrame) -> bool {
         self.origin == other.origin
             && self.frame.function == other.frame.function

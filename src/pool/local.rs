@@ -112,7 +112,9 @@ impl Heap {
     pub unsafe fn push_remote(&self, p: *mut u8, class: usize) {
         let remote = &self.remote.0;
         // Counted before the push, so the owner, which uncounts a block after taking it off the
-        // list, never takes the count below zero.
+        // list, never takes the count below zero. (A fork between the two leaves the child one
+        // block counted as waiting that is on no list, as it leaves the block itself: the
+        // pushing thread is not in the child.)
         remote.waiting[class & (MAX_CLASSES - 1)].fetch_add(1, Ordering::Relaxed);
         let mut head = remote.head.load(Ordering::Relaxed);
         loop {

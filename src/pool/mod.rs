@@ -383,7 +383,7 @@ impl<A: GlobalAlloc> Pool<A> {
     /// Frees `ptr`, a block of another thread's `heap`, at once when no thread uses that heap: its
     /// owner has exited, or it is the shared heap and its lock is free. The blocks waiting on the
     /// heap's remote list are freed too. Otherwise (`false`) the caller pushes the block on that
-    /// list: a heap nobody uses would keep them, counted as in use, until a thread adopts it.
+    /// list: a heap nobody uses keeps them (counted as waiting, not in use) until a thread adopts it.
     ///
     /// # Safety
     /// `ptr` is a block in use in `heap`, a heap of this pool, and the caller gives it up.

@@ -87,9 +87,11 @@ impl Core {
     }
 
     /// Counters summed over all heaps (no allocation, no lock, no draining). Blocks that wait on
-    /// a heap's remote list, freed by the program, are not in use. (A heap's blocks are read
-    /// before its waiting blocks: a block its owner is freeing from the list meanwhile can count
-    /// as in use, never one in use as waiting.)
+    /// a heap's remote list, freed by the program, are not in use. A heap's blocks are read
+    /// before its waiting blocks, so a block its owner frees from the list meanwhile counts as in
+    /// use; a block allocated after that read and freed by another thread before the second can
+    /// be taken off though the first did not count it, a moment's undercount (summed over heaps
+    /// before the figures are clamped at zero).
     pub fn counters(&self) -> RawStats {
         let mut raw = RawStats::new(self.geo);
         for h in (0..MAX_HEAPS).filter_map(|i| self.heap(i)) {

@@ -58,7 +58,8 @@ pub struct PoolStats {
 pub struct ClassStats {
     /// Block size of the class.
     pub size: usize,
-    /// Pools of this class holding at least one block in use.
+    /// Pools of this class holding at least one block in use or waiting to be freed (see
+    /// `blocks_available`).
     pub pools: u64,
     /// Blocks in use.
     pub blocks_in_use: u64,
@@ -324,8 +325,7 @@ pub(crate) fn global_pool() -> Option<Entry> {
 static GLOBAL_CORE: AtomicUsize = AtomicUsize::new(0);
 static GLOBAL_UID: AtomicU64 = AtomicU64::new(0);
 
-/// The counters of the pool `e`, if it is still registered, without the blocks other threads
-/// freed into heaps no thread is using (see `Core::uncount_idle_remote`).
+/// The counters of the pool `e`, if it is still registered (see `Core::counters`).
 fn counters_of(e: Entry) -> Option<RawStats> {
     with_registry(|mut cores| {
         cores

@@ -780,9 +780,8 @@ fn nothing_growing(t: &Timeline, between: &str) -> String {
     if ends < 3 {
         // Not "none": nothing was looked at (a user trial read an empty timeline file so).
         return format!(
-            "growing at every step{between}: too few steps to tell ({} to compare; it takes \
-             two steps, three checkpoints)",
-            count(ends as u64, "checkpoint")
+            "growing at every step{between}: too few checkpoints to tell ({ends}; it compares \
+             the steps between checkpoints, and takes three)"
         );
     }
     let Some((steps, growth, sited)) = t.live_rose_at_every_step() else {
@@ -1129,8 +1128,8 @@ mod tests {
         t.checkpoints.truncate(2);
         assert_eq!(
             growing_line(&t),
-            "growing at every step: too few steps to tell (2 checkpoints to compare; it takes two \
-             steps, three checkpoints)"
+            "growing at every step: too few checkpoints to tell (2; it compares the steps between \
+             checkpoints, and takes three)"
         );
     }
 
