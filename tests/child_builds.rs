@@ -100,6 +100,11 @@ fn without_frame_pointers_and_with_legacy_mangling_sites_and_types_are_still_rig
         "the user is told how to enable frame pointers: {}",
         run.stderr
     );
+    assert!(
+        !run.stderr.contains("no debug information"),
+        "line tables are there: {}",
+        run.stderr
+    );
     let sites = rows(&run, "site");
     assert!(
         !sites.is_empty() && sites.iter().all(|(_, f)| f.ends_with("allocate")),
@@ -167,6 +172,11 @@ fn assert_every_capture_unwound_by_the_cached_walk(run: &Run) {
 #[test]
 fn without_debug_info_types_are_unknown_rather_than_wrong() {
     let run = build_and_run("no-debug-info", "-C force-frame-pointers=yes", "false");
+    assert!(
+        run.stderr.contains("debug = \"line-tables-only\""),
+        "the user is told how to get file:line and types: {}",
+        run.stderr
+    );
     let expected = [
         ("Vec<f32>", workload::VECS as i64),
         ("String", (workload::FORMATTED + workload::ENTRIES) as i64),

@@ -26,6 +26,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::buffer::STACK_WORDS;
@@ -151,6 +152,36 @@ fn own_source_dir() -> &'static str {
     concat!(env!("CARGO_MANIFEST_DIR"), "/src/")
 }
 
+/// Whether the program's frames of a stack have no file at all: the program was built without
+/// debug information (cargo's release profile by default), so its sites are named by function
+/// alone, inlined code under the function it was inlined into, and their types mostly unknown.
+/// (With line tables, a frame of the program's lacks a file only within merged code, under a
+/// compiled function that has one.)
+fn without_line_tables(raw: &[RawFrame]) -> bool {
+    let mut program = raw.iter().filter(|f| f.origin == Origin::User).peekable();
+    program.peek().is_some() && program.all(|f| f.frame.file.is_none())
+}
+
+/// Says once on stderr how to get file:line and types into call sites (a user trial: a stock
+/// release build named every site `app::main`, types unknown, and nothing said why).
+fn hint_debug_information() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    const HINT: &[u8] = b"\
+heapdelta: this program has no debug information, so call sites are named by function alone
+heapdelta:   (code inlined into a function under that function's name) and most allocated types
+heapdelta:   are unknown. For file:line and types, add to Cargo.toml:
+heapdelta:     [profile.release]
+heapdelta:     debug = \"line-tables-only\"
+";
+    if !SAID.swap(true, Ordering::Relaxed) {
+        // SAFETY: `HINT` is a valid static buffer of `HINT.len()` bytes, which `write` on fd 2
+        // only reads. A short or failed write is acceptable for a hint.
+        unsafe {
+            libc::write(2, HINT.as_ptr().cast(), HINT.len());
+        }
+    }
+}
+
 /// Symbolises, trims, folds and shortens `stack` (`cut`: it filled its capture's depth);
 /// frames under `own_dir` count as heapdelta's. What `known` holds is taken from it, and what this
 /// stack works out added to it.
@@ -158,6 +189,9 @@ fn resolve_stack(stack: &[usize], cut: bool, own_dir: &str, known: &mut Known) -
     // A panic leaves in `known` only addresses and paths whose entries were complete.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let raw = symbolise(stack, own_dir, &mut known.frames);
+        if without_line_tables(&raw) {
+            hint_debug_information();
+        }
         let cwd = std::env::current_dir()
             .ok()
             .map(|dir| format!("{}/", dir.display()));
@@ -1544,6 +1578,22 @@ mod tests {
             start: Some(start),
             ..raw(function, Some("/home/u/app/src/main.rs"), line)
         }
+    }
+
+    #[test]
+    fn a_stack_whose_program_frames_have_no_file_is_without_line_tables() {
+        let stack = [fileless("app::main", false), fileless("main", false)];
+        assert!(without_line_tables(&stack));
+    }
+
+    #[test]
+    fn a_stack_with_a_program_frame_of_known_file_has_line_tables() {
+        let stack = [
+            fileless("{closure#0}", true),
+            raw("app::main", Some("/home/u/app/src/main.rs"), 3),
+        ];
+        assert!(!without_line_tables(&stack));
+        assert!(!without_line_tables(&[fileless("main", false)]));
     }
 
     #[test]
