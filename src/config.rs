@@ -178,11 +178,16 @@ static REPORT_PATH: OnceCell<PathBuf> = OnceCell::new();
 /// write its parent's report.
 static REPORT_PID: AtomicU32 = AtomicU32::new(0);
 
-/// Whether `HEAPDELTA` has been read and leaves the trackers' call-site settings as they are: the
-/// condition for a thread to record on the fast path, which uses those settings without a look
-/// at `HEAPDELTA`.
-pub(crate) fn static_settings_hold() -> bool {
-    STATE.load(Ordering::Acquire) == 2 && OVERRIDE.load(Ordering::Relaxed) == 0
+/// Whether `HEAPDELTA` has been read: the condition for a thread to record directly.
+pub(crate) fn applied() -> bool {
+    STATE.load(Ordering::Acquire) == 2
+}
+
+/// Whether `HEAPDELTA` overrides a tracker's call-site settings: the inlined paths, which use the
+/// tracker's own, are closed (see `thread::State::exact`).
+#[inline]
+pub(crate) fn overridden() -> bool {
+    OVERRIDE.load(Ordering::Relaxed) != 0
 }
 
 /// The mean of the sampling the tracker records call sites with, plus one (0: not sampled, or no

@@ -9,15 +9,18 @@
 //! the guard.
 //!
 //! The fast paths open with a single pointer: the thread's slot, kept non-null only while the
-//! thread owns a private slot, is not inside heapdelta, and `HEAPDELTA` (once read) does not
-//! override the trackers' settings. There are two such pointers, the two `Door`s. `fast` is also
-//! closed inside a scope, so the inlined paths (`fast_alloc`, `fast_free` and `fast_free_sited`
-//! through `Door::Plain`) never see a tag; they do not test it themselves, but the bounds
-//! `fast_limit` and `fast_floor`, which no event passes while it is null. `direct` is not, and
-//! the out-of-line paths count tags: those through `Door::Scoped` (allocations in a scope, frees
-//! of tagged blocks or of blocks with a site freed in a scope), `alloc_exact`, and `fast`, which
-//! runs any recording step. Everything else (the first event of a thread, nested events,
-//! teardown, the shared slot, an override) goes through the cold `record_slow`.
+//! thread owns a private slot, is not inside heapdelta, and `HEAPDELTA` has been read. There are
+//! three such pointers. `direct` (`Door::Scoped`) opens the out-of-line paths, which count tags
+//! and take the call-site settings `HEAPDELTA` gives, if it overrides the tracker's: those
+//! through `Door::Scoped` (allocations in a scope or under an override, frees of tagged blocks or
+//! of blocks with a site freed in a scope), `fast`, which runs any recording step, and
+//! `alloc_exact` under an override. `exact` is also closed under an override: `alloc_exact`
+//! captures with the tracker's own settings through it. `fast` (`Door::Plain`) is `exact` closed
+//! inside a scope too, so the inlined paths (`fast_alloc`, `fast_free` and `fast_free_sited`
+//! through `Door::Plain`) never see a tag nor an override; they do not test it themselves, but
+//! the bounds `fast_limit` and `fast_floor`, which no event passes while it is null. Everything
+//! else (the first event of a thread, nested events, teardown, the shared slot) goes through the
+//! cold `record_slow`.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -31,10 +34,14 @@ use crate::stats::{self, Pending, SiteCnt, Slot};
 
 struct State {
     /// The thread's own slot while any recording step may count into it directly: set once the
-    /// thread has a private slot and `HEAPDELTA` is read and overrides nothing; null while `busy`
-    /// is set (and before, and after teardown).
+    /// thread has a private slot and `HEAPDELTA` is read; null while `busy` is set (and before,
+    /// and after teardown). The steps it opens take the call-site mode `HEAPDELTA` gives, if any.
     direct: Cell<*const Slot>,
-    /// `direct` outside any scope, for the inlined paths, which count no tag; null inside a scope.
+    /// `direct` while `HEAPDELTA` overrides no call-site setting, for `alloc_exact`, which
+    /// captures with the tracker's own settings; null under an override.
+    exact: Cell<*const Slot>,
+    /// `exact` outside any scope, for the inlined paths, which count no tag and use the tracker's
+    /// own settings; null inside a scope.
     fast: Cell<*const Slot>,
     busy: Cell<bool>,
     /// While set (`probe_inner`), heapdelta's own blocks come from the inner allocator even
@@ -88,6 +95,7 @@ thread_local! {
     static STATE: State = const {
         State {
             direct: Cell::new(ptr::null()),
+            exact: Cell::new(ptr::null()),
             fast: Cell::new(ptr::null()),
             busy: Cell::new(false),
             probing: Cell::new(false),
@@ -138,19 +146,24 @@ impl State {
         was
     }
 
-    /// Sets the direct and fast slots from the thread's state and the configuration.
+    /// Sets the direct, exact and fast slots from the thread's state and the configuration.
     fn refresh_fast(&self) {
-        let direct = if self.busy.get() || self.index.get() == 0 || !config::static_settings_hold()
-        {
+        let direct = if self.busy.get() || self.index.get() == 0 || !config::applied() {
             ptr::null()
         } else {
             self.slot.get()
         };
-        self.direct.set(direct);
-        self.fast.set(if self.tag.get() != 0 {
+        let exact = if config::overridden() {
             ptr::null()
         } else {
             direct
+        };
+        self.direct.set(direct);
+        self.exact.set(exact);
+        self.fast.set(if self.tag.get() != 0 {
+            ptr::null()
+        } else {
+            exact
         });
         self.sync_fast_bounds();
     }
@@ -305,6 +318,7 @@ impl Drop for Owner {
             unsafe { StackBuffer::free(st.stack.replace(ptr::null_mut())) };
             st.slot.set(stats::shared_slot());
             st.direct.set(ptr::null());
+            st.exact.set(ptr::null());
             st.fast.set(ptr::null());
             st.sync_fast_bounds();
         });
@@ -476,6 +490,7 @@ impl State {
         let _busy = Busy {
             st: self,
             direct: self.direct.replace(ptr::null()),
+            exact: self.exact.replace(ptr::null()),
             fast: self.fast.replace(ptr::null()),
         };
         self.sync_fast_bounds();
@@ -521,6 +536,7 @@ fn teardown_change(bytes: i64, blocks: i64) {
 struct Busy<'a> {
     st: &'a State,
     direct: *const Slot,
+    exact: *const Slot,
     fast: *const Slot,
 }
 
@@ -528,6 +544,7 @@ impl Drop for Busy<'_> {
     fn drop(&mut self) {
         self.st.busy.set(false);
         self.st.direct.set(self.direct);
+        self.st.exact.set(self.exact);
         self.st.fast.set(self.fast);
         self.st.sync_fast_bounds();
     }
@@ -538,7 +555,7 @@ impl Drop for Busy<'_> {
 const HIGH_SLACK: i64 = 64 * 1024;
 
 /// Runs `f` with the thread's context when the direct slot is open (the thread has a slot of its
-/// own, is not inside heapdelta, and `HEAPDELTA` overrides nothing); `None` otherwise, without
+/// own, is not inside heapdelta, and `HEAPDELTA` has been read); `None` otherwise, without
 /// running it.
 #[inline(always)]
 pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
@@ -584,8 +601,9 @@ pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
 }
 
 /// The path of an allocation of `size` bytes with an exact call site (at most `depth` frames),
-/// in a scope or not. When the thread can record directly (the `direct` door is open), captures
-/// the site, starting from the frame of the function this is inlined into, then counts the block
+/// in a scope or not. When the thread can record directly (the `exact` door is open; the `direct`
+/// one when `overridden`, for a tracker whose exact sites `HEAPDELTA` asks for), captures the
+/// site, starting from the frame of the function this is inlined into, then counts the block
 /// there and returns `Ok` with its header, or, when the block goes past `high_ceiling` (see
 /// `State::admit`) or the site's counters are not allocated yet, returns `Err(Some(site))`
 /// having counted nothing. Returns `Err(None)`, capturing nothing, when the door is closed.
@@ -593,15 +611,19 @@ pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
 /// Every exact allocation the thread records directly is captured here, from the same frame,
 /// whichever path then counts it, so one call site always gives the same stack.
 #[inline(always)]
-pub fn alloc_exact(size: usize, depth: usize) -> Result<Header, Option<u32>> {
+pub fn alloc_exact(size: usize, depth: usize, overridden: bool) -> Result<Header, Option<u32>> {
     // With the capture inside `try_with`'s closure, `try_with` was compiled as a function of its
     // own, one more frame for every capture to walk.
     let st = state().ok_or(None)?;
-    let slot = st.direct.get();
+    let slot = match overridden {
+        false => st.exact.get(),
+        true => st.direct.get(),
+    };
     if slot.is_null() {
         return Err(None);
     }
-    // SAFETY: a non-null `direct` was set from a `&'static Slot`, the thread's private one.
+    // SAFETY: a non-null `exact` or `direct` was set from a `&'static Slot`, the thread's private
+    // one.
     let slot = unsafe { &*slot };
     let (site, kept) = st.capture_site(depth, Some(slot));
     let (bytes, high) = st.admit_alloc(size).ok_or(Some(site))?;
@@ -727,8 +749,7 @@ impl State {
 
 /// Runs `f` with the thread's context when the direct slot is closed: claims the thread's slot on
 /// its first event, uses the shared slot during teardown, and returns `None` without running `f`
-/// when the thread is inside heapdelta (a nested allocation, which must not be recorded). Events
-/// under a `HEAPDELTA` override are recorded here too.
+/// when the thread is inside heapdelta (a nested allocation, which must not be recorded).
 #[cold]
 #[inline(never)]
 pub fn record_slow<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
@@ -741,13 +762,17 @@ pub fn record_slow<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
         // A thread that claimed its slot while another was reading `HEAPDELTA` starts on this
         // path; it moves to the fast one here once the configuration is known.
         st.refresh_fast();
-        f.take().map(|f| {
+        let r = f.take().map(|f| {
             f(&Ctx {
                 st: Some(st),
                 slot,
                 shared: stats::is_shared(slot),
             })
-        })
+        });
+        // Again, after `f` looked up the call-site settings: an override that changes nothing is
+        // dropped then (`config::effective`), which opens the inlined paths.
+        st.refresh_fast();
+        r
     });
     match in_thread {
         Ok(r) => r,

@@ -297,14 +297,38 @@ impl<A: GlobalAlloc> Tracker<A> {
 
     /// `on_alloc` with exact call sites: out of line, since it calls the capture anyway. The
     /// capture starts from this function's frame whichever path then counts the block, so a call
-    /// site gives the same stack at a new peak as below it. (Events the thread cannot record
-    /// directly, its first one and those under a `HEAPDELTA` override, capture on the slow path.)
+    /// site gives the same stack at a new peak as below it. (A thread's first event, which it
+    /// cannot record directly, captures on the slow path; under a `HEAPDELTA` override, events
+    /// capture in `on_alloc_exact_overridden`.)
     #[inline(never)]
     fn on_alloc_exact(&self, size: usize) -> Header {
-        match thread::alloc_exact(size, self.depth) {
+        match thread::alloc_exact(size, self.depth, false) {
             Ok(h) => h,
             Err(Some(site)) => self.on_alloc_captured(size, site),
             Err(None) => self.on_alloc_general(size),
+        }
+    }
+
+    /// `on_alloc_exact` for a tracker whose exact call sites (or their depth) `HEAPDELTA` asks
+    /// for: out of line, so that every capture under the override starts from this frame.
+    #[inline(never)]
+    fn on_alloc_exact_overridden(&self, size: usize, depth: usize) -> Option<Header> {
+        match thread::alloc_exact(size, depth, true) {
+            Ok(h) => Some(h),
+            Err(Some(site)) => Some(self.on_alloc_captured(size, site)),
+            Err(None) => None,
+        }
+    }
+
+    /// The call-site mode and depth this tracker records with: its own, or those `HEAPDELTA`
+    /// overrides them with. (For the out-of-line paths: the inlined ones are closed under an
+    /// override, see `thread::State::exact`.)
+    #[inline(always)]
+    fn settings(&self) -> (CallSites, usize) {
+        if config::overridden() {
+            config::effective(self.mode, self.depth)
+        } else {
+            (self.mode, self.depth)
         }
     }
 
@@ -313,7 +337,8 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// already captured.
     #[inline(never)]
     fn on_alloc_captured(&self, size: usize, site: u32) -> Header {
-        match thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth, Some(site))) {
+        let (mode, depth) = self.settings();
+        match thread::fast(|ctx| record_alloc(ctx, size, mode, depth, Some(site))) {
             Some(h) => h,
             None => self.on_alloc_slow(size),
         }
@@ -324,9 +349,13 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// so that this one stays small.
     #[inline(never)]
     fn on_alloc_general(&self, size: usize) -> Header {
-        let scoped = match self.mode {
+        let (mode, depth) = self.settings();
+        let scoped = match mode {
             CallSites::Off => thread::fast_alloc(size, false, Door::Scoped),
             CallSites::Sampled { .. } => thread::fast_alloc(size, true, Door::Scoped),
+            CallSites::Exact if (mode, depth) != (self.mode, self.depth) => {
+                self.on_alloc_exact_overridden(size, depth)
+            }
             CallSites::Exact => None,
         };
         match scoped {
@@ -339,16 +368,15 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// thread without a slot of its own or inside heapdelta, a `HEAPDELTA` override.
     #[inline(never)]
     fn on_alloc_record(&self, size: usize) -> Header {
-        // The direct slot is only open when `HEAPDELTA` overrides nothing, so the mode is the
-        // static's own.
-        match thread::fast(|ctx| record_alloc(ctx, size, self.mode, self.depth, None)) {
+        let (mode, depth) = self.settings();
+        match thread::fast(|ctx| record_alloc(ctx, size, mode, depth, None)) {
             Some(h) => h,
             None => self.on_alloc_slow(size),
         }
     }
 
-    /// `on_alloc` under a `HEAPDELTA` override, or when the thread has no slot of its own yet, is
-    /// inside heapdelta, or is exiting.
+    /// `on_alloc` when the thread has no slot of its own yet (its first event, which has
+    /// `HEAPDELTA` read), is inside heapdelta, or is exiting.
     #[cold]
     #[inline(never)]
     fn on_alloc_slow(&self, size: usize) -> Header {
