@@ -203,20 +203,14 @@ pub(crate) fn effective(mode: CallSites, depth: usize) -> (CallSites, usize) {
     let (mode, depth) = if packed == 0 {
         (mode, depth)
     } else {
-        let overridden = unpack(packed, mode, depth);
-        if overridden == (mode, depth) {
-            // An override that changes nothing is dropped: every event under an override takes
-            // the slow path (a user trial: `HEAPDELTA=sites=exact`, the default, cost 2.20×
-            // `System` against 1.81× without it). Both give the same settings meanwhile.
-            let _ = OVERRIDE.compare_exchange(packed, 0, Ordering::Relaxed, Ordering::Relaxed);
-        }
-        overridden
+        unpack(packed, mode, depth)
     };
     let mean = match mode {
         CallSites::Sampled { mean_bytes } => mean_bytes.saturating_add(1),
         _ => 0,
     };
-    // Written only when it changes: every event under an override comes here.
+    // Written only when it changes: every event under an override that allocates out of line
+    // comes here.
     if SAMPLED_MEAN.load(Ordering::Relaxed) != mean {
         SAMPLED_MEAN.store(mean, Ordering::Relaxed);
     }
@@ -259,6 +253,38 @@ fn unpack(packed: u64, mode: CallSites, depth: usize) -> (CallSites, usize) {
     // The depth is stored plus one (see `pack`): 0 keeps the static one.
     let d = ((packed >> 2) & 0x7F) as usize;
     (mode, d.checked_sub(1).unwrap_or(depth))
+}
+
+/// The tracker's own call-site settings, packed as `pack` packs an override of both (0: not
+/// known yet), noted by its slow paths before a thread's first event reads `HEAPDELTA`.
+static OWN_SETTINGS: AtomicU64 = AtomicU64::new(0);
+
+/// Notes the tracker's own call-site settings, for `apply_once` (see `unchanged`).
+pub(crate) fn note_own(mode: CallSites, depth: usize) {
+    if OWN_SETTINGS.load(Ordering::Relaxed) == 0 {
+        let settings = Config {
+            sites: Some(mode),
+            depth: Some(depth),
+            ..Config::default()
+        };
+        OWN_SETTINGS.store(pack(&settings), Ordering::Relaxed);
+    }
+}
+
+/// The override `packed`, or 0 when it gives the tracker's own settings `own` (packed alike; 0:
+/// not known): such an override is dropped before any thread records, since every event under
+/// an override takes an out-of-line path (a user trial: `HEAPDELTA=sites=exact`, the default,
+/// cost 2.20× `System` against 1.81× without it).
+fn unchanged(packed: u64, own: u64) -> u64 {
+    if packed == 0 || own == 0 {
+        return packed;
+    }
+    let (mode, depth) = unpack(own, CallSites::Off, 0);
+    if unpack(packed, mode, depth) == (mode, depth) {
+        0
+    } else {
+        packed
+    }
 }
 
 fn pack(config: &Config) -> u64 {
@@ -308,7 +334,8 @@ pub(crate) fn apply_once() {
         for e in errors {
             say(&e);
         }
-        OVERRIDE.store(pack(&config), Ordering::Relaxed);
+        let own = OWN_SETTINGS.load(Ordering::Relaxed);
+        OVERRIDE.store(unchanged(pack(&config), own), Ordering::Relaxed);
         if let Some(path) = config.report {
             // Written at exit, when the program may have changed its directory.
             let path = std::path::absolute(&path).unwrap_or(path);
@@ -503,19 +530,21 @@ mod tests {
     }
 
     #[test]
-    fn an_override_of_the_static_settings_is_dropped() {
-        // No tracker is installed in these tests, so nothing else reads or writes `OVERRIDE`.
-        let exact = CallSites::Exact;
-        OVERRIDE.store(pack(&ok("sites=exact,depth=32")), Ordering::Relaxed);
-        assert_eq!(effective(exact, 32), (exact, 32));
-        assert_eq!(OVERRIDE.load(Ordering::Relaxed), 0);
-        OVERRIDE.store(pack(&ok("sites=off")), Ordering::Relaxed);
-        assert_eq!(effective(exact, 32), (CallSites::Off, 32));
-        assert_ne!(OVERRIDE.load(Ordering::Relaxed), 0);
-        OVERRIDE.store(pack(&ok("depth=16")), Ordering::Relaxed);
-        assert_eq!(effective(exact, 32), (exact, 16));
-        assert_ne!(OVERRIDE.load(Ordering::Relaxed), 0);
-        OVERRIDE.store(0, Ordering::Relaxed);
+    fn an_override_of_the_trackers_own_settings_is_dropped() {
+        let own = pack(&ok("sites=exact,depth=32"));
+        for same in ["sites=exact", "depth=32", "sites=exact,depth=32"] {
+            assert_eq!(unchanged(pack(&ok(same)), own), 0, "{same}");
+        }
+        for other in ["sites=off", "depth=16", "sites=sampled:4096"] {
+            let packed = pack(&ok(other));
+            assert_eq!(unchanged(packed, own), packed, "{other}");
+        }
+    }
+
+    #[test]
+    fn an_override_is_kept_when_the_trackers_settings_are_not_known() {
+        let packed = pack(&ok("sites=exact"));
+        assert_eq!(unchanged(packed, 0), packed);
     }
 
     #[test]

@@ -483,8 +483,9 @@ impl State {
     /// to, as `StackBuffer::capture_site` requires.
     #[inline(always)]
     fn capture_guarded(&self, start: usize, depth: usize, unwind: Option<&UnwindStart>) -> u32 {
-        // The guard closes the direct and fast slots while the capture runs. Nothing it does
-        // changes the thread's slot or tag, and the configuration can only ever open the slots,
+        // The guard closes the direct, exact and fast slots while the capture runs. Nothing it
+        // does changes the thread's slot or tag, and the configuration can only ever open the
+        // slots (`HEAPDELTA` is read, and an override dropped, before any thread records),
         // so restoring the values found here is safe: at worst they stay closed until the next
         // slow event reopens them.
         let _busy = Busy {
@@ -762,17 +763,13 @@ pub fn record_slow<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
         // A thread that claimed its slot while another was reading `HEAPDELTA` starts on this
         // path; it moves to the fast one here once the configuration is known.
         st.refresh_fast();
-        let r = f.take().map(|f| {
+        f.take().map(|f| {
             f(&Ctx {
                 st: Some(st),
                 slot,
                 shared: stats::is_shared(slot),
             })
-        });
-        // Again, after `f` looked up the call-site settings: an override that changes nothing is
-        // dropped then (`config::effective`), which opens the inlined paths.
-        st.refresh_fast();
-        r
+        })
     });
     match in_thread {
         Ok(r) => r,

@@ -287,7 +287,7 @@ impl<A: GlobalAlloc> Tracker<A> {
         let fast = match self.mode {
             CallSites::Off => thread::fast_alloc(size, false, Door::Plain),
             CallSites::Sampled { .. } => thread::fast_alloc(size, true, Door::Plain),
-            CallSites::Exact => return self.on_alloc_exact(size),
+            CallSites::Exact => return self.on_alloc_exact(size, config::overridden()),
         };
         match fast {
             Some(h) => h,
@@ -298,25 +298,25 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// `on_alloc` with exact call sites: out of line, since it calls the capture anyway. The
     /// capture starts from this function's frame whichever path then counts the block, so a call
     /// site gives the same stack at a new peak as below it. (A thread's first event, which it
-    /// cannot record directly, captures on the slow path; under a `HEAPDELTA` override, events
-    /// capture in `on_alloc_exact_overridden`.)
+    /// cannot record directly, captures on the slow path.) `overridden`: `HEAPDELTA` overrides
+    /// the tracker's call-site settings, read by the caller; exact sites it asks for, or their
+    /// depth, are captured here too, from the same frame as the settings in code would be when
+    /// the tracker has exact sites (a review: `depth=4` kept 2 of the program's frames where
+    /// `depth(4)` keeps 4), and one more in (`on_alloc_general`) when it has not.
     #[inline(never)]
-    fn on_alloc_exact(&self, size: usize) -> Header {
-        match thread::alloc_exact(size, self.depth, false) {
+    fn on_alloc_exact(&self, size: usize, overridden: bool) -> Header {
+        let depth = match overridden {
+            false => self.depth,
+            true => match config::effective(self.mode, self.depth) {
+                (CallSites::Exact, depth) => depth,
+                // Sites off or sampled, asked for over exact ones.
+                (mode, _) => return self.on_alloc_overridden(size, mode),
+            },
+        };
+        match thread::alloc_exact(size, depth, overridden) {
             Ok(h) => h,
             Err(Some(site)) => self.on_alloc_captured(size, site),
-            Err(None) => self.on_alloc_general(size),
-        }
-    }
-
-    /// `on_alloc_exact` for a tracker whose exact call sites (or their depth) `HEAPDELTA` asks
-    /// for: out of line, so that every capture under the override starts from this frame.
-    #[inline(never)]
-    fn on_alloc_exact_overridden(&self, size: usize, depth: usize) -> Option<Header> {
-        match thread::alloc_exact(size, depth, true) {
-            Ok(h) => Some(h),
-            Err(Some(site)) => Some(self.on_alloc_captured(size, site)),
-            Err(None) => None,
+            Err(None) => self.on_alloc_record(size),
         }
     }
 
@@ -349,13 +349,29 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// so that this one stays small.
     #[inline(never)]
     fn on_alloc_general(&self, size: usize) -> Header {
-        let (mode, depth) = self.settings();
+        match self.settings().0 {
+            // Exact sites asked for by `HEAPDELTA` over a tracker without them (in tail
+            // position: the capture then counts no more of heapdelta's frames than it would
+            // have); `on_alloc_exact` sends nothing back here.
+            CallSites::Exact if self.mode != CallSites::Exact => self.on_alloc_exact(size, true),
+            mode => self.general_as(size, mode),
+        }
+    }
+
+    /// `on_alloc_general` for a tracker with exact sites whose sites `HEAPDELTA` turns off or
+    /// samples (`mode`), called by `on_alloc_exact`, which has looked the mode up already.
+    #[inline(never)]
+    fn on_alloc_overridden(&self, size: usize, mode: CallSites) -> Header {
+        self.general_as(size, mode)
+    }
+
+    /// `on_alloc_general` in call-site mode `mode`, other than exact (the tracker's, or
+    /// `HEAPDELTA`'s), which it does not look up again.
+    #[inline(always)]
+    fn general_as(&self, size: usize, mode: CallSites) -> Header {
         let scoped = match mode {
             CallSites::Off => thread::fast_alloc(size, false, Door::Scoped),
             CallSites::Sampled { .. } => thread::fast_alloc(size, true, Door::Scoped),
-            CallSites::Exact if (mode, depth) != (self.mode, self.depth) => {
-                self.on_alloc_exact_overridden(size, depth)
-            }
             CallSites::Exact => None,
         };
         match scoped {
@@ -365,7 +381,7 @@ impl<A: GlobalAlloc> Tracker<A> {
     }
 
     /// `on_alloc` when no fast path applies: a sampled call site, a high past the thread's slack, a
-    /// thread without a slot of its own or inside heapdelta, a `HEAPDELTA` override.
+    /// thread without a slot of its own or inside heapdelta.
     #[inline(never)]
     fn on_alloc_record(&self, size: usize) -> Header {
         let (mode, depth) = self.settings();
@@ -380,6 +396,9 @@ impl<A: GlobalAlloc> Tracker<A> {
     #[cold]
     #[inline(never)]
     fn on_alloc_slow(&self, size: usize) -> Header {
+        // Before `HEAPDELTA` is read (by a thread's first event, on its way in here): an
+        // override that repeats these is dropped.
+        config::note_own(self.mode, self.depth);
         thread::record_slow(|ctx| {
             // Looked up here, after a thread's first event has had `HEAPDELTA` read on its way in
             // (claiming the thread's slot), so that the process's first block is recorded as the
@@ -431,6 +450,7 @@ impl<A: GlobalAlloc> Tracker<A> {
             }
         };
         if thread::fast(record).is_none() {
+            config::note_own(self.mode, self.depth);
             thread::record_always_slow(record);
         }
         false

@@ -152,14 +152,25 @@ fn own_source_dir() -> &'static str {
     concat!(env!("CARGO_MANIFEST_DIR"), "/src/")
 }
 
-/// Whether the program's frames of a stack have no file at all: the program was built without
-/// debug information (cargo's release profile by default), so its sites are named by function
-/// alone, inlined code under the function it was inlined into, and their types mostly unknown.
-/// (With line tables, a frame of the program's lacks a file only within merged code, under a
-/// compiled function that has one.)
+/// Whether a stack of the main thread shows the program's `main` without a file: the program was
+/// built without debug information (cargo's release profile by default), so its sites are named
+/// by function alone, inlined code under the function it was inlined into, and their types mostly
+/// unknown. Only `main` (the last frame of the program's before the runtime's
+/// `__rust_begin_short_backtrace`, which runs it) is looked at: it is in the program's own
+/// executable, where a frame of no file elsewhere can be a dependency's built without debug
+/// information, which a frame without a file does not tell from the program's (a review).
 fn without_line_tables(raw: &[RawFrame]) -> bool {
-    let mut program = raw.iter().filter(|f| f.origin == Origin::User).peekable();
-    program.peek().is_some() && program.all(|f| f.frame.file.is_none())
+    let Some(start) = raw
+        .iter()
+        .position(|f| f.frame.function.contains("__rust_begin_short_backtrace"))
+    else {
+        return false;
+    };
+    raw[..start]
+        .iter()
+        .rev()
+        .find(|f| f.origin == Origin::User)
+        .is_some_and(|main| main.frame.file.is_none())
 }
 
 /// Says once on stderr how to get file:line and types into call sites (a user trial: a stock
@@ -1580,20 +1591,39 @@ mod tests {
         }
     }
 
+    /// The frames under a program's `main` on the main thread.
+    fn under_main() -> [RawFrame; 3] {
+        [
+            fileless("std::sys::backtrace::__rust_begin_short_backtrace", false),
+            fileless("std::rt::lang_start_internal", false),
+            fileless("main", false),
+        ]
+    }
+
     #[test]
-    fn a_stack_whose_program_frames_have_no_file_is_without_line_tables() {
-        let stack = [fileless("app::main", false), fileless("main", false)];
+    fn a_main_without_a_file_is_a_program_without_line_tables() {
+        let mut stack = vec![fileless("app::load", false), fileless("app::main", false)];
+        stack.extend(under_main());
         assert!(without_line_tables(&stack));
     }
 
     #[test]
-    fn a_stack_with_a_program_frame_of_known_file_has_line_tables() {
-        let stack = [
-            fileless("{closure#0}", true),
+    fn a_main_with_a_file_is_a_program_with_line_tables_whatever_its_dependencies() {
+        let mut stack = vec![
+            fileless("dep::parse", false),
             raw("app::main", Some("/home/u/app/src/main.rs"), 3),
         ];
+        stack.extend(under_main());
         assert!(!without_line_tables(&stack));
-        assert!(!without_line_tables(&[fileless("main", false)]));
+    }
+
+    #[test]
+    fn a_stack_off_the_main_thread_says_nothing_of_line_tables() {
+        let stack = [
+            fileless("dep::worker", false),
+            fileless("start_thread", false),
+        ];
+        assert!(!without_line_tables(&stack));
     }
 
     #[test]
