@@ -20,7 +20,7 @@
 use std::ffi::CStr;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
 use once_cell::sync::OnceCell;
@@ -501,9 +501,23 @@ extern "C" fn write_report_at_exit() {
 /// Any line break in `line` (an error's text naming a path, say) is escaped, so that every message
 /// stays one line.
 fn say(line: &str) {
-    let text = format!("{}\n", OneLine(line));
-    // SAFETY: writing a valid buffer of `text.len()` bytes to fd 2.
+    write_stderr(format!("{}\n", OneLine(line)).as_bytes());
+}
+
+/// Writes `text` to stderr directly: without allocating, and without waiting for the stderr lock
+/// another thread may hold (inside the allocator too). A short or failed write is let go: what
+/// heapdelta writes there are messages.
+pub(crate) fn write_stderr(text: &[u8]) {
+    // SAFETY: `text` is a valid buffer of `text.len()` bytes, which `write` on fd 2 only reads.
     unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
+}
+
+/// `write_stderr` the first time `said` is seen unset, which sets it: a hint given once per
+/// process.
+pub(crate) fn write_stderr_once(said: &AtomicBool, text: &[u8]) {
+    if !said.swap(true, Ordering::Relaxed) {
+        write_stderr(text);
+    }
 }
 
 /// Writes the at-exit report to `path`: the timeline's checkpoints followed by a final snapshot

@@ -307,19 +307,19 @@ impl<A: GlobalAlloc> Tracker<A> {
     /// sites 1.93× → 1.99× `System` on small churn).
     #[inline(never)]
     fn on_alloc_exact(&self, size: usize) -> Header {
-        match thread::alloc_exact(size, self.depth, false) {
+        let counted = |captured| match captured {
             Ok(h) => h,
             Err(Some(site)) => self.on_alloc_captured(size, site),
-            Err(None) if !config::overridden() => self.on_alloc_record(size),
-            Err(None) => match config::effective(self.mode, self.depth) {
-                (CallSites::Exact, depth) => match thread::alloc_exact(size, depth, true) {
-                    Ok(h) => h,
-                    Err(Some(site)) => self.on_alloc_captured(size, site),
-                    Err(None) => self.on_alloc_record(size),
-                },
-                // Sites off or sampled, asked for over exact ones.
-                (mode, _) => self.on_alloc_overridden(size, mode),
-            },
+            Err(None) => self.on_alloc_record(size),
+        };
+        let own = thread::alloc_exact(size, self.depth, false);
+        if !matches!(own, Err(None)) || !config::overridden() {
+            return counted(own);
+        }
+        match config::effective(self.mode, self.depth) {
+            (CallSites::Exact, depth) => counted(thread::alloc_exact(size, depth, true)),
+            // Sites off or sampled, asked for over exact ones.
+            (mode, _) => self.on_alloc_overridden(size, mode),
         }
     }
 
@@ -576,8 +576,7 @@ unsafe fn place_own(
 fn bad_header() -> ! {
     const MSG: &[u8] = b"heapdelta: a block freed through the Tracker has no valid header \
 (a pointer the Tracker did not allocate, or memory overwritten before the block); aborting\n";
-    // SAFETY: writing a static buffer to fd 2; the result does not matter since we abort next.
-    unsafe { libc::write(2, MSG.as_ptr().cast(), MSG.len()) };
+    config::write_stderr(MSG);
     std::process::abort()
 }
 

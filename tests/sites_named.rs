@@ -1,5 +1,9 @@
 //! Call sites are named after the user's function and line, and recursion is one site.
 
+#[path = "common/sites.rs"]
+mod sites;
+use sites::sites_of;
+
 #[global_allocator]
 static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
 
@@ -47,20 +51,6 @@ fn from_train(out: &mut Vec<Vec<u8>>) {
 fn from_eval(out: &mut Vec<Vec<u8>>) {
     make_row(out);
     std::hint::black_box(2u8);
-}
-
-/// The sites whose innermost frame is `function`, with the lines they report.
-fn sites_of<'a>(delta: &'a heapdelta::Delta, function: &str) -> Vec<&'a heapdelta::SiteDelta> {
-    delta
-        .sites()
-        .iter()
-        .filter(|s| {
-            s.site
-                .frames()
-                .first()
-                .is_some_and(|f| f.function.ends_with(function))
-        })
-        .collect()
 }
 
 #[test]

@@ -4,6 +4,9 @@
 #[path = "children/rerun.rs"]
 mod rerun;
 use rerun::rerun_under;
+#[path = "common/sites.rs"]
+mod sites;
+use sites::sites_of;
 
 use heapdelta::{CallSites, Tracker};
 
@@ -35,15 +38,8 @@ fn sites_are_named_and_counted() {
         load_names(&mut names);
     });
     let blocks_at = |function: &str| -> i64 {
-        delta
-            .sites()
+        sites_of(&delta, function)
             .iter()
-            .filter(|s| {
-                s.site
-                    .frames()
-                    .first()
-                    .is_some_and(|f| f.function.ends_with(function))
-            })
             .map(|s| s.live_blocks)
             .sum()
     };

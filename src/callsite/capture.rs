@@ -644,13 +644,7 @@ fn probe() -> bool {
 
 /// Writes the frame-pointer hint to stderr, once per process, without allocating.
 fn print_hint() {
-    if !HINT_PRINTED.swap(true, Ordering::Relaxed) {
-        // SAFETY: `HINT` is a valid static byte buffer of `HINT.len()` bytes; `write` on fd 2
-        // only reads it. A short or failed write is acceptable for a hint.
-        unsafe {
-            libc::write(2, HINT.as_ptr().cast(), HINT.len());
-        }
-    }
+    crate::config::write_stderr_once(&HINT_PRINTED, HINT);
 }
 
 /// The current thread's stack bounds `(low, high)`, cached per thread; `(0, 0)` when unknown

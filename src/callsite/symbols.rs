@@ -26,7 +26,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
 
 use super::buffer::STACK_WORDS;
@@ -184,13 +184,7 @@ heapdelta:   are unknown. For file:line and types, add to Cargo.toml:
 heapdelta:     [profile.release]
 heapdelta:     debug = \"line-tables-only\"
 ";
-    if !SAID.swap(true, Ordering::Relaxed) {
-        // SAFETY: `HINT` is a valid static buffer of `HINT.len()` bytes, which `write` on fd 2
-        // only reads. A short or failed write is acceptable for a hint.
-        unsafe {
-            libc::write(2, HINT.as_ptr().cast(), HINT.len());
-        }
-    }
+    crate::config::write_stderr_once(&SAID, HINT);
 }
 
 /// Symbolises, trims, folds and shortens `stack` (`cut`: it filled its capture's depth);
