@@ -31,8 +31,8 @@
 #[cfg(doc)]
 use super::capture::frame_register_here;
 use super::capture::{
-    capture_recorded, frame_record_readable, same_chain, still_chain_end, FrameWords, InMemo, Memo,
-    UnwindStart, FROM_REGS,
+    capture_recorded, frame_record_readable, leading_returns, same_chain, still_chain_end,
+    FrameWords, InMemo, Memo, UnwindStart, FROM_REGS,
 };
 #[cfg(test)]
 use super::capture::{start_here, unwind_start_here};
@@ -82,15 +82,26 @@ fn tag_of(hash: u64) -> u32 {
     (hash >> 32) as u32 | 1
 }
 
+/// Return addresses a stack's key (`key_of`) is made of, at most.
+const KEY_FRAMES: usize = 4;
+
 /// The key `StackBuffer::keys` keeps for a replayable entry: 32 bits mixed from the frame record
-/// its walk started at and the return address read there first. Never 0, the key of an entry
-/// that is not replayable.
-fn key_of(start: usize, first: usize) -> u32 {
-    let mut mixed = (first ^ start.rotate_left(29)) as u64;
-    // Two rounds: after one, places whose return addresses lie a Fibonacci number of bytes apart
-    // (functions of 144 bytes in a row) shared their high bits, and so their set (`set_of`).
-    mixed = mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    mixed ^= mixed >> 32;
+/// its walk started at and the first `KEY_FRAMES` return addresses it read (`leading`; fewer when
+/// the stack has fewer). Never 0, the key of an entry that is not replayable.
+///
+/// One return address was not enough: a program reaches its global allocator through one function
+/// (`__rust_alloc`), and most of its growable collections through a few more (`finish_grow`,
+/// `grow_one`), so its places share the first ones. Keyed by the first alone, sixty-four places in
+/// no order called through one function all fell in one set, which holds sixteen.
+fn key_of(start: usize, leading: &[usize]) -> u32 {
+    let mut mixed = start.rotate_left(29) as u64;
+    for &ret in leading.iter().take(KEY_FRAMES) {
+        // Two rounds: after one, places whose return addresses lie a Fibonacci number of bytes
+        // apart (functions of 144 bytes in a row) shared their high bits, and so their set
+        // (`set_of`).
+        mixed = (mixed ^ ret as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        mixed ^= mixed >> 32;
+    }
     (mixed.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 32) as u32 | 1
 }
 
@@ -288,16 +299,16 @@ impl StackBuffer {
         if let InMemo::Named(site) = c.memo {
             return site;
         }
-        // The set a walk from `start` that read this first return address looks in: a replayable
-        // entry's key is made of the same two words (its walk's first record is `start`).
-        let first = self.words.get(..c.n).and_then(<[usize]>::first);
-        let key = key_of(start, first.copied().unwrap_or(0));
+        // The set a walk from `start` that read these return addresses first looks in: a
+        // replayable entry's key is this one (its walk's first record is `start`).
+        let key = key_of(start, self.words.get(..c.n).unwrap_or_default());
         let (i, seen) = self.entry_of(c.n, c.hash, c.n == depth && depth > 0, key);
         // A stack is made replayable when it comes again, whether after the same stack as the time
         // before (then the guess finds it) or not (then `replay_keyed` does): copying the records
         // of a stack that never comes back (a program allocating from more places than there are
         // entries) would only cost.
-        if let (true, Some(r), Some(key)) = (seen, self.recent.get_mut(i), cell(&mut self.keys, i))
+        if let (true, Some(r), Some(new_key)) =
+            (seen, self.recent.get_mut(i), cell(&mut self.keys, i))
         {
             // (No depth has the `TRUSTED_END` bit: they are at most `MAX_DEPTH`, which the
             // tracker and `HEAPDELTA` clamp to; a larger one is never replayed.)
@@ -308,7 +319,7 @@ impl StackBuffer {
                 (true, _) => asked | TRUSTED_END,
             };
             r.trusted_end = c.trusted_end;
-            *key = 0;
+            *new_key = 0;
             if replayable {
                 // Each record held the address of the next one; the last, where the walk stopped.
                 let saved = self.records.iter().skip(1);
@@ -322,7 +333,7 @@ impl StackBuffer {
                     frame.0[0] = next;
                     *record = at;
                 }
-                *key = key_of(r.records[0], r.frames[0].0[1]);
+                *new_key = key;
             }
         }
         let site = self.follow(i);
@@ -382,11 +393,9 @@ impl StackBuffer {
         if !frame_record_readable(start) {
             return None;
         }
-        // SAFETY: `start` is aligned and its two words lie in this thread's stack (checked above),
-        // which stays mapped while the thread runs. The second word is the return address a walk
-        // from `start` reads first.
-        let first = unsafe { (start as *const [usize; 2]).read() }[1];
-        let key = key_of(start, first);
+        let mut leading = [0; KEY_FRAMES];
+        let n = leading_returns(start, &mut leading[..depth.min(KEY_FRAMES)]);
+        let key = key_of(start, leading.get(..n).unwrap_or_default());
         let set = set_of(key);
         let mut found = self.keys.get(set).map_or(0, |keys| matching(keys, key));
         while found != 0 {
@@ -539,7 +548,7 @@ mod tests {
     /// Puts `stack` in the buffer as a capture would and returns its site id.
     fn site_for(buf: &mut StackBuffer, stack: &[usize]) -> SiteId {
         buf.words[..stack.len()].copy_from_slice(stack);
-        let (i, _) = buf.entry_of(stack.len(), hash_stack(stack), false, key_of(0, stack[0]));
+        let (i, _) = buf.entry_of(stack.len(), hash_stack(stack), false, key_of(0, stack));
         buf.follow(i)
     }
 
@@ -582,7 +591,7 @@ mod tests {
         let id_a = site_for(&mut buf, &a);
         // The same hash and length as `a`, other words: must not get `a`'s id.
         buf.words[..2].copy_from_slice(&b);
-        let (i, seen) = buf.entry_of(2, hash_stack(&a), false, key_of(0, b[0]));
+        let (i, seen) = buf.entry_of(2, hash_stack(&a), false, key_of(0, &b));
         assert!(!seen);
         assert_ne!(buf.follow(i), id_a);
     }
@@ -609,7 +618,7 @@ mod tests {
         let mut buf = StackBuffer::new();
         // A hash whose upper half is 0, as an empty entry's tag is: the empty stack of the same
         // length as the empty entries must still be looked up, not found there with no id.
-        let (i, seen) = buf.entry_of(0, 5, false, key_of(0, 0));
+        let (i, seen) = buf.entry_of(0, 5, false, key_of(0, &[]));
         assert!(!seen);
         assert_ne!(buf.follow(i), 0);
     }
@@ -846,6 +855,65 @@ mod tests {
             nth_caller::<11>,
         ];
         let (order, expected) = in_no_order(&callers, 240);
+        let mut buf = StackBuffer::new();
+        assert_eq!(captures_match_walks(&mut buf, &order), expected);
+    }
+
+    /// The one function every `through_one` caller reaches the leaf through, as a program
+    /// reaches its allocator through `__rust_alloc`.
+    #[inline(never)]
+    fn shared_step(buf: &mut StackBuffer, depth: usize) -> (bool, SiteId, Vec<usize>) {
+        let r = capture_in_leaf(buf, black_box(depth));
+        black_box(r)
+    }
+
+    /// A caller of its own for each `K`, through `shared_step`.
+    #[inline(never)]
+    fn through_one<const K: usize>(
+        buf: &mut StackBuffer,
+        depth: usize,
+    ) -> (bool, SiteId, Vec<usize>) {
+        black_box(K);
+        let r = shared_step(buf, depth);
+        black_box(K);
+        black_box(r)
+    }
+
+    #[test]
+    fn places_reaching_the_capture_through_one_function_are_all_remembered() {
+        if no_frame_records_to_test() {
+            return;
+        }
+        // More places than a set holds, sharing where the walk starts and its first return
+        // address: keyed by those alone, they all fell in one set, and most were walked again at
+        // every capture.
+        let callers: [Caller; 24] = [
+            through_one::<0>,
+            through_one::<1>,
+            through_one::<2>,
+            through_one::<3>,
+            through_one::<4>,
+            through_one::<5>,
+            through_one::<6>,
+            through_one::<7>,
+            through_one::<8>,
+            through_one::<9>,
+            through_one::<10>,
+            through_one::<11>,
+            through_one::<12>,
+            through_one::<13>,
+            through_one::<14>,
+            through_one::<15>,
+            through_one::<16>,
+            through_one::<17>,
+            through_one::<18>,
+            through_one::<19>,
+            through_one::<20>,
+            through_one::<21>,
+            through_one::<22>,
+            through_one::<23>,
+        ];
+        let (order, expected) = in_no_order(&callers, 24 * 20);
         let mut buf = StackBuffer::new();
         assert_eq!(captures_match_walks(&mut buf, &order), expected);
     }

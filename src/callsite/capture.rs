@@ -681,6 +681,27 @@ pub(crate) fn frame_record_readable(record: usize) -> bool {
     }
 }
 
+/// The return addresses a frame-pointer walk from `start` reads first, as many as `out` holds,
+/// written to `out`; returns how many (the walk's own rules: it stops where a walk would). None
+/// while the thread's bounds are not cached yet (before its first walk), and on targets without
+/// frame-pointer walks.
+#[inline]
+pub(crate) fn leading_returns(start: usize, out: &mut [usize]) -> usize {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        let bounds = STACK_BOUNDS.try_with(Cell::get).unwrap_or((0, 0));
+        if bounds.1 == 0 {
+            return 0;
+        }
+        fp::walk(start, bounds, out, &mut [], 0, 0).n
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = (start, out);
+        0
+    }
+}
+
 /// Asks libc for the thread's stack bounds and caches them (once per thread).
 #[cold]
 fn fill_stack_bounds(cell: &Cell<(usize, usize)>) -> (usize, usize) {
