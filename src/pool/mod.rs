@@ -28,7 +28,7 @@ pub use stats::{pool_stats, ClassStats, PoolStats};
 
 use config::Geometry;
 use heap::{bump, ArenaSource, HeapState};
-use local::{Heap, SpinLock, MAX_HEAPS, OWNER_SHARED, OWNER_STATS};
+use local::{Heap, SpinLock, MAX_HEAPS, OWNER_SHARED};
 use stable::Core;
 use stats::RawStats;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -405,19 +405,11 @@ impl<A: GlobalAlloc> Pool<A> {
             core.shared_lock.unlock();
             return true;
         }
-        let o = heap.owner.load(Ordering::Acquire);
-        if !local::is_stale(o)
-            || heap
-                .owner
-                .compare_exchange(o, OWNER_STATS, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-        {
+        // Holding the heap gives exclusive access, as in `Core::with_idle_heaps`.
+        let Some(_held) = local::IdleHeap::take(heap) else {
             return false;
-        }
-        // Owning the heap through `OWNER_STATS` gives exclusive access, as in
-        // `Core::with_idle_heaps`.
+        };
         free();
-        heap.owner.store(o, Ordering::Release);
         true
     }
 

@@ -3,7 +3,7 @@
 
 use super::config::{Geometry, MAX_CLASSES};
 use super::heap::ArenaSource;
-use super::local::{self, Heap, SpinLock, FORK_PENDING, MAX_HEAPS, OWNER_STATS};
+use super::local::{Heap, IdleHeap, SpinLock, FORK_PENDING, MAX_HEAPS};
 use super::map::ArenaMap;
 use super::stats::RawStats;
 use std::ptr;
@@ -53,9 +53,8 @@ impl Core {
     }
 
     /// Runs `f` on each heap that no thread is using, with exclusive access to it: the shared
-    /// heap when its lock is free, and the heaps whose owner has exited (taken with
-    /// `OWNER_STATS` meanwhile). Skipped when a fork is pending (a heap held at `OWNER_STATS`
-    /// across the fork could not be taken over in the child).
+    /// heap when its lock is free, and the heaps whose owner has exited (`IdleHeap`). Skipped
+    /// while a fork is pending.
     fn with_idle_heaps(&self, mut f: impl FnMut(&Heap)) {
         if FORK_PENDING.load(Ordering::Acquire) {
             return;
@@ -67,14 +66,8 @@ impl Core {
             }
         }
         for h in (1..MAX_HEAPS).filter_map(|i| self.heap(i)) {
-            let o = h.owner.load(Ordering::Acquire);
-            if local::is_stale(o)
-                && h.owner
-                    .compare_exchange(o, OWNER_STATS, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                f(h);
-                h.owner.store(o, Ordering::Release);
+            if let Some(held) = IdleHeap::take(h) {
+                f(held.heap());
             }
         }
     }

@@ -2,7 +2,7 @@
 //! `fork()`), and `pool_stats()`.
 
 use super::config::{Geometry, MAX_CLASSES};
-use super::local::{SpinLock, FORK_PENDING};
+use super::local::{wait_for_idle_heaps, SpinLock, FORK_PENDING};
 use super::stable::Core;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -210,9 +210,12 @@ pub(crate) fn register(e: Entry) {
 /// free and takes their locks (each is held for one allocator operation at most). Without them,
 /// a lock some other thread held at the moment of the fork would stay held forever in the child.
 /// (Heaps owned by the parent's other threads need no lock; the child never adopts them, since
-/// one may have been mid-operation.)
+/// one may have been mid-operation. Heaps of exited threads that another thread holds for a
+/// moment are waited for, so that the child can adopt them.)
 pub(crate) fn lock_for_fork() {
-    FORK_PENDING.store(true, Ordering::Release);
+    // Sequentially consistent: paired with `IdleHeap::take` (see there).
+    FORK_PENDING.store(true, Ordering::SeqCst);
+    wait_for_idle_heaps();
     REGISTRY.lock.lock_for_fork();
     // SAFETY: the registry lock is held until `unlock_after_fork`.
     for core in unsafe { registered() } {
