@@ -40,3 +40,21 @@ fn after_freeing_most_small_blocks_live_falls_but_reserved_stays_and_is_reported
     assert!(text.contains("class  64 B"), "{text}");
     drop(blocks);
 }
+
+#[test]
+fn blocks_above_the_pools_limit_are_shown_beside_reserved() {
+    // Past the pool's 512-byte limit: kept by the inner allocator, not in the arenas, so live
+    // can exceed reserved by such blocks. (Small, beside the other test of this file.)
+    let big = vec![0u8; 4096];
+    let step = heapdelta::checkpoint("a large block");
+    let pool = step.pool().expect("a pool is in use");
+    assert!(pool.large_bytes >= 4096, "{pool:?}");
+    let text = step.to_string();
+    let first = text.lines().next().unwrap_or("");
+    assert!(first.contains("| large "), "{text}");
+    assert!(
+        text.contains("large blocks, from the inner allocator: "),
+        "{text}"
+    );
+    drop(big);
+}
