@@ -61,6 +61,7 @@ mod error;
 mod fork;
 mod header;
 mod pool;
+mod record;
 mod report;
 mod scope;
 #[cfg(target_os = "linux")]
