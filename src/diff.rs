@@ -260,8 +260,10 @@ pub struct Delta {
     /// Whether this compares what was live in two snapshots that do not make a window (see
     /// `is_window`): the allocations and frees between them are not known.
     pub(crate) comparison: bool,
-    /// Whether the window covers more than one step (its text names where it starts).
-    pub(crate) several_steps: bool,
+    /// Whether the window's text names where it starts: it covers more than one step, or it
+    /// starts at a checkpoint of the other kind (the clock's, `every=`, before one of the
+    /// program's, or the other way round), which a program's step does when a tick fell in it.
+    pub(crate) names_start: bool,
 }
 
 /// Whether `b` closes a window that `a` opens: both of one run, `b` taken after `a` (a later or
@@ -414,7 +416,8 @@ impl Delta {
             program: b.program.clone(),
             pid: b.pid,
             comparison: !is_window,
-            several_steps: is_window && b.epoch.saturating_sub(a.epoch) > 1,
+            names_start: is_window
+                && (b.epoch.saturating_sub(a.epoch) > 1 || a.by_clock != b.by_clock),
         }
     }
 
@@ -1062,8 +1065,9 @@ impl Timeline {
 
     /// The growth between the checkpoints labelled `from` and `to`: a window over all the steps
     /// between them. An error when either label is unknown or ambiguous (as for
-    /// [`find`](Timeline::find)), or when `to` comes before `from`
-    /// ([`Error::ReversedWindow`]).
+    /// [`find`](Timeline::find)), when `to` comes before `from` ([`Error::ReversedWindow`]), or
+    /// when both name the same checkpoint ([`Error::EmptyWindow`]: the step ending at a
+    /// checkpoint starts at the one before).
     ///
     /// ```
     /// heapdelta::checkpoint("a");
@@ -1072,6 +1076,7 @@ impl Timeline {
     /// assert!(t.between("a", "b").is_ok());
     /// assert!(t.between("a", "no such step").is_err());
     /// assert!(t.between("b", "a").is_err());
+    /// assert!(t.between("b", "b").is_err());
     /// ```
     pub fn between(&self, from: &str, to: &str) -> Result<Delta, Error> {
         let (start, end) = (self.find(from)?, self.find(to)?);
@@ -1080,6 +1085,11 @@ impl Timeline {
             return Err(Error::ReversedWindow {
                 from: from.to_string(),
                 to: to.to_string(),
+            });
+        }
+        if position(end) == position(start) {
+            return Err(Error::EmptyWindow {
+                label: to.to_string(),
             });
         }
         let mut delta = end.since(start);
@@ -1377,6 +1387,14 @@ mod tests {
             beyond.to_string(),
             r#"no checkpoint "tick#9": only 3 checkpoints are labelled "tick"; pick one as "tick#1" to "tick#3""#
         );
+    }
+
+    #[test]
+    fn a_window_from_a_checkpoint_to_itself_is_an_error() {
+        let t = labelled_timeline(&["a", "b"]);
+        let err = t.between("b", "b").unwrap_err();
+        assert!(matches!(err, Error::EmptyWindow { .. }), "{err:?}");
+        assert!(err.to_string().contains("holds no step"), "{err}");
     }
 
     #[test]

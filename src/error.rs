@@ -42,6 +42,11 @@ pub enum Error {
         /// The label asked for as the end.
         to: String,
     },
+    /// The window starts and ends at the same checkpoint, so it holds no step.
+    EmptyWindow {
+        /// The label asked for as both ends.
+        label: String,
+    },
     /// Several checkpoints have this label, so which one is meant cannot be told.
     AmbiguousLabel {
         /// The label asked for.
@@ -107,6 +112,11 @@ impl fmt::Display for Error {
             Error::ReversedWindow { from, to } => write!(
                 f,
                 "checkpoint {to:?} comes before {from:?}: give the earlier checkpoint first"
+            ),
+            Error::EmptyWindow { label } => write!(
+                f,
+                "the window from {label:?} to {label:?} holds no step: give the checkpoint before \
+                 it as the start for the step that ends at {label:?}"
             ),
             Error::AmbiguousLabel {
                 label,

@@ -101,7 +101,8 @@ impl Delta {
     /// live bytes and the figure in brackets the change in live blocks; under a
     /// [`Pool`](crate::Pool), the pool's reserved bytes follow, and the bytes of its large blocks
     /// (those it passes to its inner allocator) when it has any. A window of several steps is
-    /// named `| from → to |`. A [`measure`](crate::measure) delta, which has no process totals,
+    /// named `| from → to |`, as is a step that starts at a checkpoint of the clock's
+    /// (`HEAPDELTA=every=`) and ends at one of the program's, or the other way round. A [`measure`](crate::measure) delta, which has no process totals,
     /// shows the thread's growth and what it allocated instead.
     ///
     /// ```
@@ -126,8 +127,11 @@ impl Delta {
             } else {
                 "measure"
             });
-            // A window of more than one step names where it starts, too.
-            let mut s = match (&self.from_label, self.several_steps) {
+            // A window of more than one step names where it starts, too, as does a step that
+            // starts at a checkpoint of the other kind (a tick of `every=` that fell in one of the
+            // program's steps, which then holds only what came after it: a user trial's step
+            // read "added -1.1 KiB" under a steady leak with nothing to say why).
+            let mut s = match (&self.from_label, self.names_start) {
                 (Some(from), true) => {
                     format!("| {} \u{2192} {} |", OneLine(from), OneLine(label))
                 }
@@ -742,21 +746,25 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
             first.steps
         ));
         growth_rows(t, &growing, top, &mut lines);
+    } else if let Some((peak, fell, growing)) = t.growing_before_fall() {
+        // Not a bare "none" above a list of sites that grew at every step (a user trial read the
+        // two as a contradiction): nothing grew at every step up to the last checkpoint.
+        lines.push(format!(
+            "growing at every step to the last checkpoint{between}: none"
+        ));
+        let name = match peak.label() {
+            Some(label) => format!("{:?}", OneLine(label).to_string()),
+            None => "the last rise".to_string(),
+        };
+        lines.push(format!(
+            "growing at every step up to {name} (last {} steps to it{between}; live bytes fell in \
+             the {} after it):",
+            growing[0].steps,
+            count(fell as u64, "step")
+        ));
+        growth_rows(t, &growing, top, &mut lines);
     } else {
         lines.push(nothing_growing(t, &between));
-        if let Some((peak, fell, growing)) = t.growing_before_fall() {
-            let name = match peak.label() {
-                Some(label) => format!("{:?}", OneLine(label).to_string()),
-                None => "the last rise".to_string(),
-            };
-            lines.push(format!(
-                "growing at every step up to {name} (last {} steps to it{between}; live bytes \
-                 fell in the {} after it):",
-                growing[0].steps,
-                count(fell as u64, "step")
-            ));
-            growth_rows(t, &growing, top, &mut lines);
-        }
     }
     // A blank line between the suspects and the steps.
     lines.push(String::new());
@@ -1183,6 +1191,23 @@ mod tests {
         Timeline::new(checkpoints)
     }
 
+    #[test]
+    fn a_step_that_starts_at_a_tick_of_the_clock_names_the_tick() {
+        let t = leak_timeline(&[(1, false), (2, true), (3, false), (4, false)]);
+        let after_tick = t.between("1.0s", "step 2").unwrap();
+        assert!(
+            after_tick.summary().starts_with("| 1.0s \u{2192} step 2 |"),
+            "{}",
+            after_tick.summary()
+        );
+        let plain = t.between("step 2", "step 3").unwrap();
+        assert!(
+            plain.summary().starts_with("| step 3 |"),
+            "{}",
+            plain.summary()
+        );
+    }
+
     /// The first line of the timeline text, and the second, of `leak_timeline(points)`.
     fn growing_lines(points: &[(u64, bool)]) -> (String, String) {
         let text = leak_timeline(points).to_string();
@@ -1259,7 +1284,10 @@ mod tests {
         // `HEAPDELTA=every=`: "growing at every step: none" under a leak of 45 MiB).
         let text = one_site_holding([0, 10, 20, 30, 40, 50, 5]).to_string();
         let mut lines = text.lines();
-        assert_eq!(lines.next(), Some("growing at every step: none"));
+        assert_eq!(
+            lines.next(),
+            Some("growing at every step to the last checkpoint: none")
+        );
         assert_eq!(
             lines.next(),
             Some(
