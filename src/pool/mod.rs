@@ -68,8 +68,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 ///
 /// Threads beyond the heap slots (255 per pool) or the thread records (1,024 live threads), and
 /// threads whose thread-locals are being torn down, share one fallback heap under a short lock
-/// (spinning, then sleeping); a thread without a heap of its own looks through the heap slots
-/// again every 1,024 operations, in case one has become free. `fork()` waits for that lock to be
+/// (spinning, then sleeping); a thread that found every heap slot taken looks through them again
+/// every 1,024 operations, in case one has become free (one that found every thread record taken
+/// keeps the shared heap for its life). `fork()` waits for that lock to be
 /// free in every pool, so the child starts with it free; the forking thread keeps its own heap in
 /// the child, or takes the shared one. Heaps owned by the parent's other threads are never adopted
 /// in the child (one may have been mid-operation): their memory stays reserved there.
