@@ -456,8 +456,8 @@ impl HeapState {
     #[inline]
     pub unsafe fn block_heap(geo: &Geometry, p: *mut u8) -> u32 {
         let pool = (p as usize & !(geo.pool_size - 1)) as *const PoolHeader;
-        // SAFETY: as in `block_class`; `heap` is written when the pool is carved, and again only
-        // when its arena's memory is carved anew, which no block of the pool in use outlives.
+        // SAFETY: as in `block_class`; `heap` is written only when the pool is carved (again if
+        // its arena's memory is released and reused), while none of its blocks is in use.
         unsafe { (*pool).heap }
     }
 
