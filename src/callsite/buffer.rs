@@ -11,13 +11,13 @@
 //!   do not wait on one another, that every one of those records still holds what the walk read
 //!   there ([`same_chain`]). If so, a walk would return that very stack, and its id is reused
 //!   without walking: the walk's loads each wait for the one before, so it costs several times as
-//!   much. When the guess is wrong (or was never sure: places taking no turns), the recent stack
-//!   that starts at the same frame and whose first return address is the one found there now is
-//!   checked the same way ([`StackBuffer::replay`]), so allocations from many places in no order
+//!   much. When the guess is wrong (or was never sure: places taking no turns), the recent stacks
+//!   that start at the same frame and whose first return addresses (four, `key_of`) are the ones
+//!   found there now are checked the same way ([`StackBuffer::replay`]), so allocations from many places in no order
 //!   are replayed too.
 //! - **Recent stacks.** Otherwise the stack is walked, and looked up among the recent stacks of its
 //!   set (up to 128 in all, sixteen to a set; the set is picked by where the walk started and the
-//!   first return address it read, as for a replay) by 32 bits of its hash (all compared at once)
+//!   first return addresses it read, as for a replay) by 32 bits of its hash (all compared at once)
 //!   and a compare of every word, before the shared intern table, which costs three dependent loads
 //!   into a large table and a compare (about 15 ns). A stack found in neither takes the place of
 //!   the oldest one of its set.
@@ -55,7 +55,7 @@ pub fn live_buffers() -> usize {
 pub(crate) const STACK_WORDS: usize = 64;
 
 /// Entries of a set: a stack is kept in one of the `WAYS` entries of the set its walk's start and
-/// first return address pick (`set_of`), and looked up among those only, compared all at once.
+/// first return addresses pick (`set_of`), and looked up among those only, compared all at once.
 const WAYS: usize = 16;
 const _: () = assert!(WAYS <= 32, "`matching` gathers a set's matches in a u32");
 /// Sets of `WAYS` entries.
@@ -165,7 +165,7 @@ pub(crate) struct StackBuffer {
     /// that a lookup compares them all in a few instructions and reads only the entries that
     /// match, where reading every entry cost a cache line each.
     tags: [[u32; WAYS]; SETS],
-    /// Each replayable entry's `key_of` where its walk started and the first return address it
+    /// Each replayable entry's `key_of` where its walk started and the first return addresses it
     /// read (0: not replayable), for `replay_keyed`, kept apart from the entries as `tags` is.
     keys: [[u32; WAYS]; SETS],
     /// For each set, its entry (`0..WAYS`) the next new stack of the set replaces.
@@ -486,7 +486,7 @@ impl StackBuffer {
 
     /// The entry of `recent` holding the stack in `words[..n]`, whose `intern::hash_stack` is
     /// `hash`, and whether it was there already, among the entries of the set of `key` (the
-    /// `key_of` where the capture started and its first return address); otherwise a new entry
+    /// `key_of` where the capture started and its first return addresses); otherwise a new entry
     /// of that set (replacing the set's oldest) with its id from the shared table, not
     /// replayable. `cut`: the stack filled the capture's depth (see `intern::intern_captured`).
     fn entry_of(&mut self, n: usize, hash: u64, cut: bool, key: u32) -> (usize, bool) {
@@ -757,7 +757,7 @@ mod tests {
         let replayed = captures_match_walks(&mut buf, &turns);
         // The leaf's own frame record is the same for both callers; the ones further out are not.
         // A stack is replayable once seen twice; the fifth capture, before the guess is sure, is
-        // found by where it starts and its first return address, the later ones as guessed.
+        // found by where it starts and its first return addresses, the later ones as guessed.
         assert_eq!(replayed, [false, false, false, false, true, true, true]);
     }
 
@@ -768,7 +768,7 @@ mod tests {
         }
         // Once the turns are learnt, the guess after `first` is `second` and the other way round;
         // breaking the turns makes a guess wrong, and the frame records further out tell. The
-        // stack that does come is then found by its start and first return address, and every
+        // stack that does come is then found by its start and first return addresses, and every
         // site is still the one a walk finds (`captures_in_steps` checks each).
         let mut buf = StackBuffer::new();
         let (f, s): (Caller, Caller) = (first_caller, second_caller);
@@ -937,8 +937,8 @@ mod tests {
             return;
         }
         // Both reach the leaf through `first_caller`: the same start and first return address,
-        // another frame further out, so both entries match the lookup and the full check picks
-        // one.
+        // another frame further out. (Their keys differ at the second return address; keyed by
+        // the first alone, both entries matched the lookup and the full check picked one.)
         let (a, b): (Caller, Caller) = (first_caller_from_a, first_caller_from_b);
         let order = [a, a, b, b, a, b, b, a, a, b, a, b].map(|c| (c, 32));
         let mut buf = StackBuffer::new();
