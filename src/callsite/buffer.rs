@@ -821,6 +821,13 @@ mod tests {
         assert_eq!(captures_match_walks(&mut buf, &order), expected);
     }
 
+    /// The callers `f::<K>` for each `K` given.
+    macro_rules! callers {
+        ($f:ident: $($k:literal)*) => {
+            [$($f::<$k>),*]
+        };
+    }
+
     /// A caller of its own for each `K` (the constant makes each instantiation's code differ, so
     /// none is merged with another).
     #[inline(never)]
@@ -840,20 +847,7 @@ mod tests {
             return;
         }
         // More places than the eight stacks a buffer used to keep.
-        let callers: [Caller; 12] = [
-            nth_caller::<0>,
-            nth_caller::<1>,
-            nth_caller::<2>,
-            nth_caller::<3>,
-            nth_caller::<4>,
-            nth_caller::<5>,
-            nth_caller::<6>,
-            nth_caller::<7>,
-            nth_caller::<8>,
-            nth_caller::<9>,
-            nth_caller::<10>,
-            nth_caller::<11>,
-        ];
+        let callers: [Caller; 12] = callers!(nth_caller: 0 1 2 3 4 5 6 7 8 9 10 11);
         let (order, expected) = in_no_order(&callers, 240);
         let mut buf = StackBuffer::new();
         assert_eq!(captures_match_walks(&mut buf, &order), expected);
@@ -887,32 +881,9 @@ mod tests {
         // More places than a set holds, sharing where the walk starts and its first return
         // address: keyed by those alone, they all fell in one set, and most were walked again at
         // every capture.
-        let callers: [Caller; 24] = [
-            through_one::<0>,
-            through_one::<1>,
-            through_one::<2>,
-            through_one::<3>,
-            through_one::<4>,
-            through_one::<5>,
-            through_one::<6>,
-            through_one::<7>,
-            through_one::<8>,
-            through_one::<9>,
-            through_one::<10>,
-            through_one::<11>,
-            through_one::<12>,
-            through_one::<13>,
-            through_one::<14>,
-            through_one::<15>,
-            through_one::<16>,
-            through_one::<17>,
-            through_one::<18>,
-            through_one::<19>,
-            through_one::<20>,
-            through_one::<21>,
-            through_one::<22>,
-            through_one::<23>,
-        ];
+        let callers: [Caller; 24] = callers!(
+            through_one: 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23
+        );
         let (order, expected) = in_no_order(&callers, 24 * 20);
         let mut buf = StackBuffer::new();
         assert_eq!(captures_match_walks(&mut buf, &order), expected);
