@@ -800,10 +800,20 @@ fn growth_rows(t: &Timeline, growing: &[Growth], top: usize, lines: &mut Vec<Str
 fn nothing_growing(t: &Timeline, between: &str) -> String {
     let ends = t.unbroken_step_ends().len();
     if ends < 3 {
-        // Not "none": nothing was looked at (a user trial read an empty timeline file so).
+        // Not "none": nothing was looked at (a user trial read an empty timeline file so). Where
+        // the timeline dropped checkpoints, say so: it may hold many, and only the ones after the
+        // last gap count (a user trial with `keep=3` read "2" with no word of why).
+        let dropped = match t.dropped() {
+            0 => String::new(),
+            n => format!(
+                "; {} before them not kept (keep_checkpoints or HEAPDELTA=keep=), and no step \
+                 is compared across them",
+                count(n, "checkpoint")
+            ),
+        };
         return format!(
             "growing at every step{between}: too few checkpoints to tell ({ends}; it compares \
-             the steps between checkpoints, and takes three)"
+             the steps between checkpoints, and takes three{dropped})"
         );
     }
     let Some((steps, growth, sited)) = t.live_rose_at_every_step() else {
@@ -1152,6 +1162,23 @@ mod tests {
             growing_line(&t),
             "growing at every step: too few checkpoints to tell (2; it compares the steps between \
              checkpoints, and takes three)"
+        );
+    }
+
+    #[test]
+    fn too_few_checkpoints_after_dropped_ones_says_they_were_not_kept() {
+        let mut t = rising_checkpoints(true, None);
+        // The first and the last two kept, as `keep=3` does: epochs 1 to 4 dropped.
+        let last = t.checkpoints.len() - 2;
+        t.checkpoints.drain(1..last);
+        assert_eq!(
+            growing_line(&t),
+            format!(
+                "growing at every step: too few checkpoints to tell (2; it compares the steps \
+                 between checkpoints, and takes three; {} checkpoints before them not kept \
+                 (keep_checkpoints or HEAPDELTA=keep=), and no step is compared across them)",
+                last - 1
+            )
         );
     }
 
