@@ -547,7 +547,37 @@ fn flamegraph_folded_writes_stacks_outermost_first() {
 
 #[test]
 fn folded_stacks_of_a_window_without_growth_are_an_error_not_an_empty_file() {
-    let dir = demo("folded_empty");
+    let dir = common::temp_dir("folded_empty");
+    // A step in which nothing changed: `step 1` again, one checkpoint later.
+    let mut again = common::snapshot(1);
+    again["label"] = serde_json::json!("step 1 again");
+    again["epoch"] = serde_json::json!(2);
+    again["seconds"] = serde_json::json!(1.25);
+    let timeline = dir.join("timeline.json");
+    std::fs::write(
+        &timeline,
+        common::timeline_file_of(vec![common::snapshot(0), common::snapshot(1), again]),
+    )
+    .unwrap();
+    let out = dir.join("none.folded");
+    let run = heapdelta([
+        "flamegraph",
+        arg(&timeline),
+        "--from",
+        "step 1",
+        "--to",
+        "step 1 again",
+        "--folded",
+        "-o",
+        arg(&out),
+    ]);
+    assert_one_line_failure(&run, 1, "nothing to write");
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_window_from_a_checkpoint_to_itself_is_refused() {
+    let dir = demo("window_to_itself");
     let out = dir.join("none.folded");
     let run = heapdelta([
         "flamegraph",
@@ -560,7 +590,7 @@ fn folded_stacks_of_a_window_without_growth_are_an_error_not_an_empty_file() {
         "-o",
         arg(&out),
     ]);
-    assert_one_line_failure(&run, 1, "nothing to write");
+    assert_one_line_failure(&run, 1, "holds no step");
     assert!(!out.exists());
 }
 
