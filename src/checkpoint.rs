@@ -296,7 +296,8 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
 /// what `f` leaves at its sites (`sites()`), or take [`snapshot`]s with nothing else running.
 ///
 /// A thread counts into a slot of its own; when all 255 are taken by live threads, later threads
-/// share one, and `measure` on such a thread also sees the other sharing threads' events.
+/// share one, and `measure` on such a thread also sees the other sharing threads' events (it says
+/// so once on stderr).
 ///
 /// It reads the thread's counters before and after `f`, one per request size up to 4 KiB:
 /// tens of microseconds a call (a user trial measured 64 µs), which a test does not notice and a
@@ -327,6 +328,16 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
             }),
         );
     };
+    if stats::is_shared(slot) {
+        // Nothing in the delta would say so (a user trial's test with 300 threads alive read
+        // 3,507 blocks where its code made 4).
+        static SAID: AtomicBool = AtomicBool::new(false);
+        crate::config::write_stderr_once(
+            &SAID,
+            b"heapdelta: measure() ran on a thread without counters of its own (all 255 are \
+taken by live threads), so its figures include the events of every thread sharing them\n",
+        );
+    }
     let read = || {
         thread::untracked(|| {
             let raw = stats::read_one(slot);

@@ -1,0 +1,76 @@
+//! `measure` on a thread that shares its counters with others (more than 255 threads alive) says
+//! so once on stderr: the delta itself cannot tell.
+
+use std::process::Command;
+use std::sync::{Arc, Barrier};
+
+use heapdelta::Tracker;
+
+#[global_allocator]
+static GLOBAL: Tracker = Tracker::new();
+
+/// Set in the child (see `the_child`).
+const CHILD: &str = "HEAPDELTA_TEST_SHARED_SLOT_CHILD";
+/// More threads than there are private slots (255), all alive while the child measures.
+const THREADS: usize = 300;
+/// The hint's words.
+const HINT: &str = "measure() ran on a thread without counters of its own";
+
+/// In the child (`CHILD=shared`): `measure` on a thread started after every private slot is
+/// taken; (`CHILD=own`): `measure` on the main thread alone.
+#[test]
+fn the_child() {
+    match std::env::var(CHILD).as_deref() {
+        Ok("shared") => {
+            let started = Arc::new(Barrier::new(THREADS + 1));
+            let done = Arc::new(Barrier::new(THREADS + 1));
+            let holders: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    let (started, done) = (started.clone(), done.clone());
+                    std::thread::spawn(move || {
+                        let block = std::hint::black_box(vec![1u8; 64]);
+                        started.wait();
+                        done.wait();
+                        drop(block);
+                    })
+                })
+                .collect();
+            started.wait();
+            std::thread::spawn(|| heapdelta::measure(|| vec![0u8; 64]).1)
+                .join()
+                .unwrap();
+            done.wait();
+            for h in holders {
+                h.join().unwrap();
+            }
+        }
+        Ok(_) => {
+            let _ = heapdelta::measure(|| vec![0u8; 64]);
+        }
+        Err(_) => {}
+    }
+}
+
+/// The child's stderr in mode `mode`.
+fn child_stderr(mode: &str) -> String {
+    let out = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["the_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, mode)
+        .env_remove("HEAPDELTA")
+        .output()
+        .expect("the child runs");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn measure_on_a_thread_sharing_its_counters_says_so() {
+    let stderr = child_stderr("shared");
+    assert_eq!(stderr.matches(HINT).count(), 1, "{stderr}");
+}
+
+#[test]
+fn measure_on_a_thread_of_its_own_says_nothing() {
+    let stderr = child_stderr("own");
+    assert!(!stderr.contains(HINT), "{stderr}");
+}
