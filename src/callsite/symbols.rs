@@ -636,9 +636,16 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
         .or_else(|| raw.iter().position(is_code));
     let last_user = raw.iter().rposition(is_code);
     let (trimmed, kept): (Vec<RawFrame>, Vec<RawFrame>) = match (first_user, last_user) {
+        // heapdelta's own frames between the program's (`measure`, which calls the code it
+        // measures) are left out too: a user trial found `measure<…> (src/checkpoint.rs:337)` in
+        // every stack its tests recorded.
         (Some(first), Some(last)) => {
             let trimmed = raw[..first].to_vec();
-            let kept = raw[first..=last].to_vec();
+            let kept = raw[first..=last]
+                .iter()
+                .filter(|f| f.origin != Origin::Allocator)
+                .cloned()
+                .collect();
             (trimmed, kept)
         }
         // No user frame (an allocation of std's own start-up, say): keep the std frames outside
@@ -861,20 +868,70 @@ fn project_root(path: &str) -> Option<String> {
     root
 }
 
-/// The program's own project root: `project_root` of its executable (`target/…` lies in the
-/// project), or `None` for a program installed elsewhere.
+/// The program's own project root (see `main_root_of`), found once.
 fn main_root() -> Option<String> {
     static MAIN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     MAIN.get_or_init(|| {
-        let exe = std::env::current_exe().ok()?;
-        project_root(&exe.display().to_string())
+        let exe = std::env::current_exe().ok();
+        let manifest = std::env::var_os("CARGO_MANIFEST_DIR");
+        main_root_of(
+            exe.as_deref().and_then(std::path::Path::to_str),
+            manifest.as_deref().and_then(std::ffi::OsStr::to_str),
+        )
     })
     .clone()
+}
+
+/// The program's own project root: `project_root` of its executable (`target/…` usually lies in
+/// the project); else, for a target directory elsewhere (`CARGO_TARGET_DIR`), that of the package
+/// `cargo run` or `cargo test` started it for (`manifest`, their `CARGO_MANIFEST_DIR`); `None`
+/// for a program installed elsewhere. Without it, a user trial's path dependency was taken for the
+/// program's own code, and its `build (src/lib.rs:233)` counted as one site with the program's.
+fn main_root_of(exe: Option<&str>, manifest: Option<&str>) -> Option<String> {
+    exe.and_then(project_root).or_else(|| {
+        let manifest = std::path::Path::new(manifest?).join("Cargo.toml");
+        project_root(manifest.to_str()?)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn heapdelta_frames_between_the_programs_are_left_out() {
+        let own = "/work/heapdelta/src/checkpoint.rs";
+        let site = build(
+            vec![
+                raw("app::parse", Some("/work/app/src/lib.rs"), 10),
+                raw("{closure#0}", Some("/work/app/tests/t.rs"), 5),
+                raw("heapdelta::checkpoint::measure", Some(own), 337),
+                raw("t::measured", Some("/work/app/tests/t.rs"), 4),
+            ],
+            Some("/work/app/"),
+        );
+        let functions: Vec<&str> = site.frames().iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(functions, ["app::parse", "{closure#0}", "t::measured"]);
+    }
+
+    #[test]
+    fn a_program_built_outside_its_project_takes_its_root_from_cargo() {
+        // A target directory outside the project (`CARGO_TARGET_DIR`): the executable tells
+        // nothing, the package cargo ran it for does.
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(project.path().join("Cargo.toml"), "").unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let exe = elsewhere.path().join("debug/deps/t-0123");
+        let root = format!("{}/", project.path().display());
+        assert_eq!(
+            main_root_of(exe.to_str(), project.path().to_str()),
+            Some(root.clone())
+        );
+        assert_eq!(main_root_of(exe.to_str(), None), None);
+        // An executable inside a project is that project's, whatever cargo says.
+        let inside = project.path().join("target/debug/t");
+        assert_eq!(main_root_of(inside.to_str(), None), Some(root));
+    }
 
     /// `build_site` with paths shortened against `cwd` only.
     fn build(raw: Vec<RawFrame>, cwd: Option<&str>) -> Site {
