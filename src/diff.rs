@@ -571,6 +571,11 @@ impl Delta {
     /// Growth per call site, largest live-bytes growth first. Symbols are resolved on the first
     /// call (and cached process-wide).
     ///
+    /// One entry per call path: a function reached from two callers is two entries, whose first
+    /// frame is the same. The text reports (`Display`, [`table`](Delta::table) by site) add such
+    /// entries together, by first frame and type; to assert on one site in a test, sum the
+    /// entries whose first frame is its function, or use the table.
+    ///
     /// ```
     /// # #[global_allocator]
     /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
