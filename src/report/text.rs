@@ -309,6 +309,12 @@ impl Delta {
             if empty {
                 let nothing = if self.is_comparison() {
                     format!("nothing counted by {name} differs between the two")
+                } else if by == By::Site && self.allocated_blocks() > 0 {
+                    // Allocations without a site: not "nothing was counted" (a user trial with
+                    // sites off read that beside "added +110 B").
+                    "no call site was recorded: call sites are off, or sampling picked none of \
+                     these allocations"
+                        .to_string()
                 } else {
                     format!("nothing was counted by {name} here")
                 };
@@ -1216,6 +1222,28 @@ mod tests {
             })
             .collect();
         Timeline::new(checkpoints)
+    }
+
+    #[test]
+    fn a_site_table_of_allocations_without_sites_says_none_was_recorded() {
+        // Four blocks allocated, in the classes and the totals, at no site (sites off).
+        let mut after = Snapshot::zero();
+        after.totals.total_blocks = 4;
+        after.totals.total_bytes = 110;
+        after.totals.live_blocks = 4;
+        after.totals.live_bytes = 110;
+        after.classes = vec![ClassCount {
+            size: 32,
+            counts: Counts {
+                alloc_blocks: 4,
+                alloc_bytes: 110,
+                free_blocks: 0,
+                free_bytes: 0,
+            },
+        }];
+        let d = after.since(&Snapshot::zero());
+        let table = d.table(By::Site, 10);
+        assert!(table.contains("no call site was recorded"), "{table}");
     }
 
     #[test]
