@@ -44,7 +44,7 @@ pub(crate) fn install() {
     // SAFETY: the handlers are `extern "C"` functions without arguments, as `pthread_atfork`
     // requires, that never unwind and stay valid for the life of the process. Its result is
     // ignored: without the handlers a fork is as safe as it was without heapdelta's locks.
-    unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork)) };
+    unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork_child)) };
 }
 
 /// Prepare handler: waits for each lock to be free and takes it. Each is held for one checkpoint,
@@ -71,8 +71,16 @@ extern "C" fn before_fork() {
     });
 }
 
-/// Parent and child handler: releases what `before_fork` took (the rule lookup and the pools'
-/// locks first; the order of releases does not matter).
+/// Child handler: `after_fork`, and what only the child resets (the count of threads holding a
+/// pool's idle heap, which a thread standing back from the fork may have left raised for a moment:
+/// the child has none of those threads).
+extern "C" fn after_fork_child() {
+    crate::pool::reset_in_child();
+    after_fork();
+}
+
+/// Parent handler, and the child's after `after_fork_child`: releases what `before_fork` took (the
+/// rule lookup and the pools' locks first; the order of releases does not matter).
 extern "C" fn after_fork() {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     crate::callsite::unlock_rules();

@@ -23,7 +23,7 @@ mod stable;
 mod stats;
 
 pub use config::PoolConfig;
-pub(crate) use stats::{global_pool, lock_for_fork, unlock_after_fork};
+pub(crate) use stats::{global_pool, lock_for_fork, reset_in_child, unlock_after_fork};
 pub use stats::{pool_stats, ClassStats, PoolStats};
 
 use config::Geometry;

@@ -2,7 +2,7 @@
 //! `fork()`), and `pool_stats()`.
 
 use super::config::{Geometry, MAX_CLASSES};
-use super::local::{wait_for_idle_heaps, SpinLock, FORK_PENDING};
+use super::local::{reset_idle_holders, wait_for_idle_heaps, SpinLock, FORK_PENDING};
 use super::stable::Core;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -221,6 +221,12 @@ pub(crate) fn lock_for_fork() {
     for core in unsafe { registered() } {
         core.shared_lock.lock_for_fork();
     }
+}
+
+/// After `fork()`, in the child only, before `unlock_after_fork`: what no thread of the child can
+/// hold is reset (see `local::reset_idle_holders`).
+pub(crate) fn reset_in_child() {
+    reset_idle_holders();
 }
 
 /// After `fork()`, in the parent and in the child: releases what `lock_for_fork` took.
