@@ -887,8 +887,20 @@ fn main_root() -> Option<String> {
 /// `cargo run` or `cargo test` started it for (`manifest`, their `CARGO_MANIFEST_DIR`); `None`
 /// for a program installed elsewhere. Without it, a user trial's path dependency was taken for the
 /// program's own code, and its `build (src/lib.rs:233)` counted as one site with the program's.
+///
+/// The fallback holds only for an executable cargo built (a `.fingerprint` directory beside it or
+/// one level up, in the profile's directory): a program installed elsewhere that a `cargo run` of
+/// another project starts inherits that project's `CARGO_MANIFEST_DIR` (a review).
 fn main_root_of(exe: Option<&str>, manifest: Option<&str>) -> Option<String> {
     exe.and_then(project_root).or_else(|| {
+        let built_by_cargo = std::path::Path::new(exe?)
+            .ancestors()
+            .skip(1)
+            .take(2)
+            .any(|dir| dir.join(".fingerprint").is_dir());
+        if !built_by_cargo {
+            return None;
+        }
         let manifest = std::path::Path::new(manifest?).join("Cargo.toml");
         project_root(manifest.to_str()?)
     })
@@ -921,6 +933,7 @@ mod tests {
         let project = tempfile::tempdir().unwrap();
         std::fs::write(project.path().join("Cargo.toml"), "").unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(elsewhere.path().join("debug/.fingerprint")).unwrap();
         let exe = elsewhere.path().join("debug/deps/t-0123");
         let root = format!("{}/", project.path().display());
         assert_eq!(
@@ -928,6 +941,11 @@ mod tests {
             Some(root.clone())
         );
         assert_eq!(main_root_of(exe.to_str(), None), None);
+        // A program installed elsewhere, started from another project's `cargo run`, inherits
+        // that project's `CARGO_MANIFEST_DIR`: not its own.
+        let installed = tempfile::tempdir().unwrap();
+        let exe = installed.path().join("bin/tool");
+        assert_eq!(main_root_of(exe.to_str(), project.path().to_str()), None);
         // An executable inside a project is that project's, whatever cargo says.
         let inside = project.path().join("target/debug/t");
         assert_eq!(main_root_of(inside.to_str(), None), Some(root));

@@ -292,6 +292,9 @@ impl Delta {
                 let _ = writeln!(out, "{note}");
             }
             // A comparison knows no allocations.
+            // Whether anything was counted at all, before `top` cuts the rows (a review: with a
+            // top of 0, a delta with sites read "no call site was recorded").
+            let empty = rows.is_empty();
             let cells: Vec<[String; 4]> = rows
                 .into_iter()
                 .take(top)
@@ -304,7 +307,6 @@ impl Delta {
                     [signed_bytes(live_bytes), signed(live_blocks), third, name]
                 })
                 .collect();
-            let empty = cells.is_empty();
             out += &table_rows(["live bytes", "blocks", third, name], cells);
             if empty {
                 let nothing = if self.is_comparison() {
@@ -1244,6 +1246,28 @@ mod tests {
         let d = after.since(&Snapshot::zero());
         let table = d.table(By::Site, 10);
         assert!(table.contains("no call site was recorded"), "{table}");
+    }
+
+    #[test]
+    fn a_site_table_cut_to_no_rows_does_not_say_nothing_was_recorded() {
+        let text = {
+            let mut s = Snapshot::zero();
+            s.classes = vec![ClassCount {
+                size: 16,
+                counts: Counts {
+                    alloc_blocks: 3,
+                    alloc_bytes: 24,
+                    free_blocks: 0,
+                    free_bytes: 0,
+                },
+            }];
+            let mut site = SiteCount::live(1, 3);
+            site.counts.alloc_blocks = 3 * crate::stats::UNIT;
+            s.sites = SiteList::new(vec![site]);
+            s.since(&Snapshot::zero()).table(By::Site, 0)
+        };
+        assert!(!text.contains("no call site was recorded"), "{text}");
+        assert!(!text.contains("nothing was counted"), "{text}");
     }
 
     #[test]
