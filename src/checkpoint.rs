@@ -335,7 +335,8 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
         crate::config::write_stderr_once(
             &SAID,
             b"heapdelta: measure() ran on a thread without counters of its own (all 255 are \
-taken by live threads), so its figures include the events of every thread sharing them\n",
+taken by live threads, or the thread is exiting), so its figures include the events of every \
+thread sharing them\n",
         );
     }
     let read = || {

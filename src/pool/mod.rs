@@ -73,7 +73,13 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// keeps the shared heap for its life). `fork()` waits for that lock to be
 /// free in every pool, so the child starts with it free; the forking thread keeps its own heap in
 /// the child, or takes the shared one. Heaps owned by the parent's other threads are never adopted
-/// in the child (one may have been mid-operation): their memory stays reserved there.
+/// in the child (one may have been mid-operation): their memory stays reserved there. Heaps of
+/// threads that have exited are adopted in the child as in the parent: `fork()` also waits for a
+/// thread freeing a block into one of them to finish (a drain and a free), which under heavy
+/// cross-thread freeing on a busy machine can add tens of milliseconds to a fork. An inner
+/// allocator with `fork()` handlers of its own that take its locks before heapdelta's (registered
+/// after heapdelta's first use) could make that wait, or the one for the shared heap's lock,
+/// last forever: `System` takes its locks after every handler.
 ///
 /// The inner allocator `A` must not allocate through the global allocator when the `Pool` is the
 /// global allocator: it is called with the shared heap's lock held.
