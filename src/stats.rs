@@ -23,7 +23,7 @@ use std::sync::atomic::{
 use serde::{Deserialize, Serialize};
 
 use crate::header::Header;
-use crate::sizeclass::{class_of, NUM_CLASSES};
+use crate::sizeclass::{class_of, class_size, NUM_CLASSES};
 
 /// Thread slots, slot 0 being the shared one.
 pub const MAX_SLOTS: usize = 256;
@@ -537,25 +537,45 @@ fn read(slots: &[Slot]) -> Raw {
         tags: read_quads(&|s| &s.tags, MAX_TAGS),
         ..Raw::default()
     };
-    for (size, class) in (0..=EXACT_MAX).map(|n| (n as u64, class_of(n))) {
-        let c = &mut raw.classes[class];
-        // Frees before allocations, as for the other groups.
+    // The sizes a class holds, one class at a time: frees before allocations for each class's
+    // sizes (so for each size), each slot's run of counters read in order (a user trial measured
+    // `measure` at 64 µs a call when every size was looked up on its own).
+    let mut start = 0usize;
+    while start <= EXACT_MAX {
+        let class = class_of(start);
+        let end = usize::try_from(class_size(class)).map_or(EXACT_MAX, |e| e.min(EXACT_MAX));
+        let Some(c) = raw.classes.get_mut(class) else {
+            break;
+        };
         for cnt in slots.iter().map(|s| &s.sizes) {
-            // `old_free` first: every old free it sees was counted in `free` before, so `free`
-            // read next is at least as large and `young` is never negative.
-            let old = cnt.old_free[size as usize].get();
-            let free = cnt.free[size as usize].get();
-            let young = free.wrapping_sub(old);
-            c.free_blocks = c.free_blocks.wrapping_add(free);
-            c.free_bytes = c.free_bytes.wrapping_add(free.wrapping_mul(size));
-            raw.young_free.0 = raw.young_free.0.wrapping_add(young);
-            raw.young_free.1 = raw.young_free.1.wrapping_add(young.wrapping_mul(size));
+            let (Some(old), Some(free)) =
+                (cnt.old_free.get(start..=end), cnt.free.get(start..=end))
+            else {
+                continue;
+            };
+            for ((old, free), size) in old.iter().zip(free).zip(start as u64..) {
+                // `old_free` first: every old free it sees was counted in `free` before, so
+                // `free` read next is at least as large and `young` is never negative.
+                let old = old.get();
+                let free = free.get();
+                let young = free.wrapping_sub(old);
+                c.free_blocks = c.free_blocks.wrapping_add(free);
+                c.free_bytes = c.free_bytes.wrapping_add(free.wrapping_mul(size));
+                raw.young_free.0 = raw.young_free.0.wrapping_add(young);
+                raw.young_free.1 = raw.young_free.1.wrapping_add(young.wrapping_mul(size));
+            }
         }
         for cnt in slots.iter().map(|s| &s.sizes) {
-            let alloc = cnt.alloc[size as usize].get();
-            c.alloc_blocks = c.alloc_blocks.wrapping_add(alloc);
-            c.alloc_bytes = c.alloc_bytes.wrapping_add(alloc.wrapping_mul(size));
+            let Some(alloc) = cnt.alloc.get(start..=end) else {
+                continue;
+            };
+            for (alloc, size) in alloc.iter().zip(start as u64..) {
+                let alloc = alloc.get();
+                c.alloc_blocks = c.alloc_blocks.wrapping_add(alloc);
+                c.alloc_bytes = c.alloc_bytes.wrapping_add(alloc.wrapping_mul(size));
+            }
         }
+        start = end + 1;
     }
     for s in slots {
         raw.young_free.0 += s.young_free_blocks.get();
