@@ -578,18 +578,8 @@ fn folded_stacks_of_a_window_without_growth_are_an_error_not_an_empty_file() {
 #[test]
 fn a_window_from_a_checkpoint_to_itself_is_refused() {
     let dir = demo("window_to_itself");
-    let out = dir.join("none.folded");
-    let run = heapdelta([
-        "flamegraph",
-        arg(&dir.join("timeline.json")),
-        "--from",
-        "step 1",
-        "--to",
-        "step 1",
-        "--folded",
-        "-o",
-        arg(&out),
-    ]);
+    let out = dir.join("none.svg");
+    let run = flamegraph_between(&dir.join("timeline.json"), &out, "step 1", "step 1");
     assert_one_line_failure(&run, 1, "holds no step");
     assert!(!out.exists());
 }

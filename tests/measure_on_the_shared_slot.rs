@@ -2,7 +2,10 @@
 //! so once on stderr: the delta itself cannot tell.
 
 use std::process::Command;
-use std::sync::{Arc, Barrier};
+
+#[path = "common/threads.rs"]
+mod threads;
+use threads::while_threads_hold;
 
 use heapdelta::Tracker;
 
@@ -22,27 +25,15 @@ const HINT: &str = "measure() ran on a thread without counters of its own";
 fn the_child() {
     match std::env::var(CHILD).as_deref() {
         Ok("shared") => {
-            let started = Arc::new(Barrier::new(THREADS + 1));
-            let done = Arc::new(Barrier::new(THREADS + 1));
-            let holders: Vec<_> = (0..THREADS)
-                .map(|_| {
-                    let (started, done) = (started.clone(), done.clone());
-                    std::thread::spawn(move || {
-                        let block = std::hint::black_box(vec![1u8; 64]);
-                        started.wait();
-                        done.wait();
-                        drop(block);
-                    })
-                })
-                .collect();
-            started.wait();
-            std::thread::spawn(|| heapdelta::measure(|| vec![0u8; 64]).1)
-                .join()
-                .unwrap();
-            done.wait();
-            for h in holders {
-                h.join().unwrap();
-            }
+            while_threads_hold(
+                THREADS,
+                || vec![1u8; 64],
+                || {
+                    std::thread::spawn(|| heapdelta::measure(|| vec![0u8; 64]).1)
+                        .join()
+                        .unwrap()
+                },
+            );
         }
         Ok(_) => {
             let _ = heapdelta::measure(|| vec![0u8; 64]);

@@ -1,7 +1,9 @@
 //! Threads beyond heapdelta's private counter slots count into a shared one, and their
 //! allocations still get call sites.
 
-use std::sync::{Arc, Barrier};
+#[path = "common/threads.rs"]
+mod threads;
+use threads::while_threads_hold;
 
 use heapdelta::Tracker;
 
@@ -16,25 +18,11 @@ const SIZE: usize = 77_777;
 #[test]
 fn threads_beyond_the_private_slots_record_call_sites() {
     let before = heapdelta::snapshot();
-    let allocated = Arc::new(Barrier::new(THREADS + 1));
-    let counted = Arc::new(Barrier::new(THREADS + 1));
-    let threads: Vec<_> = (0..THREADS)
-        .map(|_| {
-            let (allocated, counted) = (allocated.clone(), counted.clone());
-            std::thread::spawn(move || {
-                let block = std::hint::black_box(vec![1u8; SIZE]);
-                allocated.wait();
-                counted.wait();
-                drop(block);
-            })
-        })
-        .collect();
-    allocated.wait();
-    let grown = heapdelta::snapshot().since(&before);
-    counted.wait();
-    for t in threads {
-        t.join().unwrap();
-    }
+    let grown = while_threads_hold(
+        THREADS,
+        || vec![1u8; SIZE],
+        || heapdelta::snapshot().since(&before),
+    );
     let at_sites: i64 = grown
         .sites()
         .iter()
