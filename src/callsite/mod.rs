@@ -41,4 +41,10 @@ pub mod internals {
     pub use super::symbols::resolve;
     /// Runs a closure as heapdelta's own work (its allocations not counted).
     pub use crate::thread::untracked;
+
+    /// Whether `HEAPDELTA` overrides the tracker's call-site settings (one that repeats them is
+    /// dropped when it is read).
+    pub fn settings_overridden() -> bool {
+        crate::config::overridden()
+    }
 }
