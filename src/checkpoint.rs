@@ -159,8 +159,8 @@ fn hint_if_not_installed() {
 /// snapshots and [`Snapshot::since`] gives the growth between them.
 ///
 /// It reads every thread's counters, one per request size up to 4 KiB, and every call site's:
-/// tens of microseconds (32 µs with one thread on the machine of the README's figures), so once
-/// per step, not once per request of a hot path.
+/// tens of microseconds (36 µs with one thread on the machine of the README's figures, `cargo
+/// bench --bench queries`), so once per step, not once per request of a hot path.
 ///
 /// ```
 /// # #[global_allocator]
@@ -300,8 +300,9 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
 /// so once on stderr).
 ///
 /// It reads the thread's counters before and after `f`, one per request size up to 4 KiB:
-/// tens of microseconds a call (41 µs on the machine of the README's figures), which a test does
-/// not notice and a hot path does (a user trial had put it around every request).
+/// tens of microseconds a call (49 µs on the machine of the README's figures, `cargo bench
+/// --bench queries`), which a test does not notice and a hot path does (a user trial had put it
+/// around every request).
 ///
 /// The delta has no process totals ([`Delta::totals`] is `None`) and no survivors. Without a
 /// [`Tracker`](crate::Tracker) installed, `f` still runs, the delta is all zeros, and a hint says
