@@ -296,8 +296,9 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
 /// what `f` leaves at its sites (`sites()`), or take [`snapshot`]s with nothing else running.
 ///
 /// A thread counts into a slot of its own; when all 255 are taken by live threads, later threads
-/// share one, and `measure` on such a thread also sees the other sharing threads' events (it says
-/// so once on stderr).
+/// share one, and `measure` on such a thread also sees the other sharing threads' events: it says
+/// so once on stderr, and the delta says so ([`Delta::counts_other_threads`], and a line of its
+/// text).
 ///
 /// It reads the thread's counters before and after `f`, one per request size up to 4 KiB:
 /// tens of microseconds a call (49 µs on the machine of the README's figures, `cargo bench
@@ -329,9 +330,10 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
             }),
         );
     };
-    if stats::is_shared(slot) {
-        // Nothing in the delta would say so (a user trial's test with 300 threads alive read
-        // 3,507 blocks where its code made 4).
+    let shared = stats::is_shared(slot);
+    if shared {
+        // A user trial's test with 300 threads alive read 3,507 blocks where its code made 4:
+        // said on stderr once, for a program that only checks figures, and in the delta.
         static SAID: AtomicBool = AtomicBool::new(false);
         crate::config::write_stderr_once(
             &SAID,
@@ -349,7 +351,8 @@ thread sharing them\n",
     let before = read();
     let r = f();
     let after = read();
-    let delta = thread::untracked(|| Delta::between(&before, &after).thread_only());
+    let mut delta = thread::untracked(|| Delta::between(&before, &after).thread_only());
+    delta.shared = shared;
     (r, delta)
 }
 

@@ -264,6 +264,9 @@ pub struct Delta {
     /// starts at a checkpoint of the other kind (the clock's, `every=`, before one of the
     /// program's, or the other way round), which a program's step does when a tick fell in it.
     pub(crate) names_start: bool,
+    /// Whether this `measure` delta was counted in counters the thread shares with others (see
+    /// `Delta::counts_other_threads`).
+    pub(crate) shared: bool,
 }
 
 /// Whether `b` closes a window that `a` opens: both of one run, `b` taken after `a` (a later or
@@ -418,6 +421,7 @@ impl Delta {
             comparison: !is_window,
             names_start: is_window
                 && (b.epoch.saturating_sub(a.epoch) > 1 || a.by_clock != b.by_clock),
+            shared: false,
         }
     }
 
@@ -530,6 +534,25 @@ impl Delta {
     /// ```
     pub fn is_comparison(&self) -> bool {
         self.comparison
+    }
+
+    /// Whether this [`measure`](crate::measure) delta counts other threads' events too: it ran
+    /// on a thread without counters of its own (every one of the 255 private ones was held by a
+    /// live thread, or the thread was exiting), whose events are counted with those of every
+    /// thread in the same position. Its text says so under the first line. Always `false` for a
+    /// delta between snapshots, which covers the process.
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
+    /// let (v, d) = heapdelta::measure(|| vec![0u8; 64]);
+    /// assert!(!d.counts_other_threads());
+    /// # drop(v);
+    /// # }
+    /// ```
+    pub fn counts_other_threads(&self) -> bool {
+        self.shared
     }
 
     /// Process totals at the end of the window (`None` for a [`measure`](crate::measure) delta,

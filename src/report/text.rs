@@ -354,6 +354,14 @@ impl Display for Delta {
             if let Some(note) = comparison_note(self) {
                 lines.push(format!("   {note}"));
             }
+            if self.counts_other_threads() {
+                lines.push(
+                    "   counted with other threads: this thread had no counters of its own \
+                     (all 255 were held by live threads), so these figures include the events of \
+                     every thread sharing them"
+                        .to_string(),
+                );
+            }
             if let Some(s) = self.survivors() {
                 lines.push(format!(
                     "   born this step and still live: {}, {}; older blocks freed: {}, {}",
