@@ -118,6 +118,34 @@ pub(crate) fn lock_timeline() -> MutexGuard<'static, Vec<Snapshot>> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Whether a tracker is installed, for `is_installed`: on the first call that finds none, after
+/// one allocation (a tracker counts as installed once it has recorded a block), says once on
+/// stderr that `HEAPDELTA`, when set, does nothing. A program that guards its queries with
+/// `is_installed()`, as the README advises for builds without the tracker, never runs a query that
+/// would say so (a user trial's `HEAPDELTA=report=...` wrote no file and said nothing).
+pub(crate) fn installed_or_hint() -> bool {
+    if stats::any_claimed() {
+        return true;
+    }
+    static CHECKED: AtomicBool = AtomicBool::new(false);
+    if CHECKED.swap(true, Ordering::Relaxed) {
+        return false;
+    }
+    drop(std::hint::black_box(Box::new(0u8)));
+    if stats::any_claimed() {
+        return true;
+    }
+    if std::env::var_os("HEAPDELTA").is_some() {
+        // Ignored: a closed stderr must not stop the program.
+        let _ = writeln!(
+            std::io::stderr(),
+            "heapdelta: HEAPDELTA is set, but no heapdelta::Tracker is the global allocator, so it \
+             does nothing (`heapdelta::is_installed()` is false)"
+        );
+    }
+    false
+}
+
 /// Says once on stderr that nothing is counted, when a query runs while no tracker is the global
 /// allocator: a program that lacks the `#[global_allocator]` line would otherwise read its
 /// reports of zeros as "nothing grew".
@@ -131,7 +159,7 @@ fn hint_if_not_installed() {
     // program whose first allocation would otherwise come later (`#![no_main]`, a library
     // called from C).
     drop(std::hint::black_box(Box::new(0u8)));
-    if !crate::is_installed() {
+    if !stats::any_claimed() {
         let install = match crate::pool_stats() {
             Some(_) => {
                 "heapdelta::Tracker<heapdelta::Pool> = \
@@ -321,7 +349,7 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
 /// ```
 pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
     hint_if_not_installed();
-    let Some(slot) = crate::is_installed().then(thread::own_slot).flatten() else {
+    let Some(slot) = stats::any_claimed().then(thread::own_slot).flatten() else {
         let r = f();
         return (
             r,

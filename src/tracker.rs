@@ -6,7 +6,6 @@ use std::ptr;
 use crate::callsite;
 use crate::header::{self, Header, HEADER_SIZE};
 use crate::record::{bad_header, Recording};
-use crate::stats;
 use crate::thread;
 
 /// How call sites are recorded.
@@ -408,7 +407,8 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
 /// Whether a [`Tracker`] is serving allocations in this process (it is the global allocator).
 ///
 /// Without a tracker every query still works but returns empty figures: a program can check
-/// this before trusting a report.
+/// this before trusting a report. The first call that finds no tracker says once on stderr that
+/// `HEAPDELTA`, if it is set, does nothing.
 ///
 /// ```
 /// #[global_allocator]
@@ -427,5 +427,5 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
 /// }
 /// ```
 pub fn is_installed() -> bool {
-    stats::any_claimed()
+    crate::checkpoint::installed_or_hint()
 }

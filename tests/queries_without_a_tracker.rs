@@ -6,10 +6,15 @@ use std::process::Command;
 /// Set in the child (see `the_child`).
 const CHILD: &str = "HEAPDELTA_TEST_NO_TRACKER_CHILD";
 
-/// In the child: the three queries, twice each, or (`CHILD=measure`) only `measure`.
+/// In the child: the three queries, twice each, or (`CHILD=measure`) only `measure`, or
+/// (`CHILD=guarded`) only `is_installed`, twice, as a program that guards its queries with it.
 #[test]
 fn the_child() {
-    if std::env::var_os(CHILD).is_some_and(|v| v == "measure") {
+    if std::env::var_os(CHILD).is_some_and(|v| v == "guarded") {
+        for _ in 0..2 {
+            assert!(!heapdelta::is_installed());
+        }
+    } else if std::env::var_os(CHILD).is_some_and(|v| v == "measure") {
         let (kept, d) = heapdelta::measure(|| vec![0u8; 4096]);
         assert_eq!(d.allocated_blocks(), 0);
         drop(kept);
@@ -68,4 +73,19 @@ fn queries_without_a_tracker_say_once_that_nothing_is_counted() {
         .count();
     assert_eq!(said, 1, "{stderr}");
     assert!(stderr.contains("#[global_allocator]"), "{stderr}");
+}
+
+#[test]
+fn is_installed_without_a_tracker_says_once_that_heapdelta_is_not_read() {
+    let stderr = child_stderr_in("guarded", Some("report=never-written.json"));
+    let said = stderr
+        .matches("HEAPDELTA is set, but no heapdelta::Tracker")
+        .count();
+    assert_eq!(said, 1, "{stderr}");
+}
+
+#[test]
+fn is_installed_without_a_tracker_or_heapdelta_says_nothing() {
+    let stderr = child_stderr_in("guarded", None);
+    assert!(!stderr.contains("heapdelta"), "{stderr}");
 }
