@@ -1013,10 +1013,11 @@ impl Timeline {
     }
 
     /// The checkpoint labelled `label`; an error when no checkpoint has that label, or when
-    /// several have it (which one is meant cannot be told). Of several checkpoints with one label,
-    /// `label#n` picks the `n`th the timeline holds (from 1, in the order they were taken; with
-    /// [`keep_checkpoints`](crate::keep_checkpoints), of those kept); when a checkpoint is also
-    /// labelled `label#n` itself, that is an error too.
+    /// several have it (which one is meant cannot be told). `label#n` picks the `n`th checkpoint
+    /// labelled `label` the timeline holds (from 1, in the order they were taken; with
+    /// [`keep_checkpoints`](crate::keep_checkpoints), of those kept), so a script can number its
+    /// picks whether a label repeats or not; when a checkpoint is also labelled `label#n` itself,
+    /// that is an error too.
     ///
     /// ```
     /// heapdelta::checkpoint("loaded");
@@ -1066,9 +1067,8 @@ impl Timeline {
     }
 
     /// For `label#n` (`n` written in digits, without leading zeros), the `n`th checkpoint labelled
-    /// `label`, counted from 1, when several have that label, or the error saying how many there
-    /// are when fewer than `n` do; `None` when `label#n` is not of that form or picks among fewer
-    /// than two checkpoints.
+    /// `label`, counted from 1, or the error saying how many there are when fewer than `n` do;
+    /// `None` when `label#n` is not of that form or no checkpoint is labelled `label`.
     fn nth_labelled(&self, label: &str) -> Option<Result<&Snapshot, Error>> {
         let (label, n) = label.rsplit_once('#')?;
         if n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
@@ -1076,7 +1076,7 @@ impl Timeline {
         }
         let n: usize = n.parse().ok()?;
         let count = self.labelled(label).count();
-        if count < 2 {
+        if count == 0 {
             return None;
         }
         Some(
@@ -1453,6 +1453,17 @@ mod tests {
     fn a_checkpoint_labelled_label_hash_n_is_found_when_no_other_shares_its_label() {
         let t = labelled_timeline(&["x", "x#2", "y"]);
         assert_eq!(t.find("x#2").map(|c| c.epoch).ok(), Some(1));
+    }
+
+    #[test]
+    fn label_hash_1_picks_a_label_only_one_checkpoint_has() {
+        // A user trial's script numbered its picks; "batch 3#1" was unknown as "batch 3" was unique.
+        let t = labelled_timeline(&["start", "batch 3", "batch 4"]);
+        assert_eq!(t.find("batch 3#1").map(|c| c.epoch).ok(), Some(1));
+        assert_eq!(
+            t.find("batch 3#2").unwrap_err().to_string(),
+            r#"no checkpoint "batch 3#2": only 1 checkpoint is labelled "batch 3"; pick it as "batch 3" or "batch 3#1""#
+        );
     }
 
     #[test]

@@ -57,13 +57,13 @@ pub enum Error {
         /// kept.
         dropped: u64,
     },
-    /// `label#n` is both a checkpoint's own label and the `n`th of the checkpoints sharing
+    /// `label#n` is both a checkpoint's own label and the `n`th of the checkpoints labelled
     /// `label`, so which one is meant cannot be told.
     NumberedLabelTaken {
         /// The label asked for (with `#n`).
         label: String,
     },
-    /// `label#n` asked for the `n`th of the checkpoints sharing a label, and fewer have it.
+    /// `label#n` asked for the `n`th of the checkpoints labelled `label`, and fewer have it.
     NoSuchNumber {
         /// The label the checkpoints share (without `#n`).
         label: String,
@@ -140,6 +140,21 @@ impl fmt::Display for Error {
                      labelled {shared:?}; give each checkpoint its own label",
                     ordinal_suffix(n)
                 )
+            }
+            Error::NoSuchNumber {
+                label,
+                n,
+                count: 1,
+                dropped,
+            } => {
+                write!(
+                    f,
+                    "no checkpoint {:?}: only 1 checkpoint is labelled {label:?}; pick it as \
+                     {label:?} or {:?}",
+                    format!("{label}#{n}"),
+                    format!("{label}#1")
+                )?;
+                not_counted(f, *dropped)
             }
             Error::NoSuchNumber {
                 label,

@@ -12,8 +12,8 @@
 //!
 //! A FILE is a snapshot or a timeline (`Snapshot::write_json`, `Timeline::write_json`, or the
 //! `report=` file of `HEAPDELTA`). Where one snapshot is needed, a timeline stands for its last
-//! checkpoint; `--from`/`--to` pick the growth between two of its checkpoints instead (of several
-//! with one label, `LABEL#n` is the `n`th). Errors are one line on stderr and exit code 1 (2 for a
+//! checkpoint; `--from`/`--to` pick the growth between two of its checkpoints instead
+//! (`LABEL#n` is the `n`th labelled `LABEL`). Errors are one line on stderr and exit code 1 (2 for a
 //! usage error; without a command, its help on stderr and exit code 2).
 
 use std::ffi::OsString;
