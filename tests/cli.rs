@@ -798,8 +798,47 @@ fn a_reader_that_stops_early_ends_the_output_quietly() {
 fn an_output_of_dash_is_refused_rather_than_written_as_a_file_named_dash() {
     let dir = demo("output_dash");
     let run = heapdelta(["plot", arg(&dir.join("timeline.json")), "-o", "-"]);
-    assert_one_line_failure(&run, 2, "standard output is not supported");
+    assert_one_line_failure(&run, 2, "this SVG is written to a file only");
     assert!(!Path::new("-").exists());
+}
+
+/// `export --format FORMAT` of the demo's last snapshot to standard output (a pipe) and to a
+/// file: both outputs' bytes.
+fn export_to_dash_and_to_a_file(test: &str, format: &str) -> (Vec<u8>, Vec<u8>) {
+    let dir = demo(test);
+    let snapshot = dir.join("step4.json");
+    let to_file = dir.join("export.out");
+    let run = heapdelta([
+        "export",
+        "--format",
+        format,
+        arg(&snapshot),
+        "-o",
+        arg(&to_file),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = Command::new(env!("CARGO_BIN_EXE_heapdelta"))
+        .args(["export", "--format", format, arg(&snapshot), "-o", "-"])
+        .output()
+        .expect("the heapdelta binary runs");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(!Path::new("-").exists());
+    (out.stdout, std::fs::read(&to_file).unwrap())
+}
+
+#[test]
+fn a_dhat_export_to_dash_goes_to_standard_output() {
+    let (piped, file) = export_to_dash_and_to_a_file("dhat_stdout", "dhat");
+    assert!(!piped.is_empty());
+    assert_eq!(piped, file);
+}
+
+#[test]
+fn a_pprof_export_to_dash_goes_to_standard_output_when_it_is_not_a_terminal() {
+    let (piped, file) = export_to_dash_and_to_a_file("pprof_stdout", "pprof");
+    // A gzip stream, as in the file.
+    assert_eq!(piped.get(..2), Some(&[0x1f, 0x8b][..]));
+    assert_eq!(piped, file);
 }
 
 #[test]

@@ -103,7 +103,8 @@ enum Command {
         format: Format,
         /// A snapshot or timeline JSON file.
         file: PathBuf,
-        /// The file to write.
+        /// The file to write; `-` for standard output (a pprof profile, which is binary, only
+        /// when that is not a terminal).
         #[arg(short, long)]
         output: PathBuf,
         #[command(flatten)]
@@ -128,6 +129,16 @@ enum Format {
     Pprof,
     /// DHAT's JSON, for Valgrind's dh_view.html.
     Dhat,
+}
+
+impl Format {
+    /// What the format's file is called in messages.
+    fn name(self) -> &'static str {
+        match self {
+            Format::Pprof => "pprof profile",
+            Format::Dhat => "DHAT file",
+        }
+    }
 }
 
 /// A failure: the one line printed.
@@ -231,17 +242,35 @@ where
     }
 }
 
-/// Why the command's output file cannot be used, if it cannot: `-`, which by convention would
-/// mean standard output, where these binary and SVG files are not written; or the file the
-/// command reads, which writing would replace.
+/// Why the command's output file cannot be used, if it cannot: `-`, which by convention means
+/// standard output, where the SVG files are not written, nor a pprof profile when it is a
+/// terminal; or the file the command reads, which writing would replace.
 fn refused_output(command: &Command) -> Option<String> {
     let (input, output) = match command {
-        // Folded stacks are text, for a pipe into another tool.
+        // Folded stacks and DHAT's JSON are text, for a pipe into another tool; a pprof profile
+        // for a pipe or a redirection.
         Command::Flamegraph {
             output,
             folded: true,
             ..
+        }
+        | Command::Export {
+            output,
+            format: Format::Dhat,
+            ..
         } if output.as_os_str() == "-" => return None,
+        Command::Export {
+            output,
+            format: Format::Pprof,
+            ..
+        } if output.as_os_str() == "-" => {
+            use std::io::IsTerminal;
+            return std::io::stdout().is_terminal().then(|| {
+                "-o -: a pprof profile is binary, and standard output is a terminal: redirect it \
+                 to a file, or give a file name"
+                    .to_string()
+            });
+        }
         Command::Flamegraph { file, output, .. }
         | Command::Plot { file, output }
         | Command::Export { file, output, .. } => (file, output),
@@ -249,8 +278,8 @@ fn refused_output(command: &Command) -> Option<String> {
     };
     if output.as_os_str() == "-" {
         return Some(
-            "-o -: writing to standard output is not supported: give a file name (./- for a \
-             file named -)"
+            "-o -: this SVG is written to a file only (folded stacks and exports can go to \
+             standard output): give a file name (./- for a file named -)"
                 .to_string(),
         );
     }
@@ -280,8 +309,13 @@ fn say_error(msg: &str) {
 /// Writes a command's output to stdout. A reader that went away (`heapdelta show F | head`) ends
 /// the output quietly; any other write error is a failure.
 fn print_out(text: &str) -> Outcome {
+    print_bytes(text.as_bytes())
+}
+
+/// `print_out` for any bytes.
+fn print_bytes(bytes: &[u8]) -> Outcome {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(Failure(format!("writing to standard output: {e}")))
         }
@@ -486,6 +520,17 @@ fn export(format: Format, path: &Path, output: &Path, window: &Window) -> Outcom
     let selection = select(path, window)?;
     // The viewers would show a profile of nothing, its totals 0.
     sites_recorded(path, &selection, "export")?;
+    if output.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        let made = match (selection, format) {
+            (Selection::Live(s), Format::Pprof) => s.write_pprof_to(&mut bytes),
+            (Selection::Live(s), Format::Dhat) => s.write_dhat_to(&mut bytes),
+            (Selection::Growth(d), Format::Pprof) => d.write_pprof_to(&mut bytes),
+            (Selection::Growth(d), Format::Dhat) => d.write_dhat_to(&mut bytes),
+        };
+        made.map_err(|e| Failure(format!("making the {}: {e}", format.name())))?;
+        return print_bytes(&bytes);
+    }
     let written = match (selection, format) {
         (Selection::Live(s), Format::Pprof) => s.write_pprof(output),
         (Selection::Live(s), Format::Dhat) => s.write_dhat(output),
