@@ -1,5 +1,6 @@
 //! The timeline plot (feature `plot`): live, peak and (under a `Pool`) reserved bytes per
-//! checkpoint, and the live bytes of the sites that grew most, one line each.
+//! checkpoint, and the live bytes of the sites that grew at every step and of those that grew
+//! most, one line each.
 
 use std::io;
 use std::path::Path;
@@ -160,7 +161,7 @@ fn sites_on_their_own_axis(totals_top: u64, sites_top: u64) -> bool {
 }
 
 /// The series to draw: totals first (the peak before live, so that live is drawn over it where
-/// they meet), then the top growing sites.
+/// they meet), then the sites that grew at every step, then the others that grew most.
 fn series(t: &Timeline) -> Vec<Series> {
     let cps = t.checkpoints();
     let mut out = vec![
@@ -207,6 +208,10 @@ fn series(t: &Timeline) -> Vec<Series> {
         y.1.cmp(&x.1)
             .then_with(|| x.0.to_string().cmp(&y.0.to_string()))
     });
+    // The sites that grew at every step (`Timeline::growing`, the leak) come first: picked by
+    // growth alone, one-off table resizes crowded a small steady leak out (a user trial).
+    let leaking: Vec<Site> = t.growing().into_iter().map(|g| g.site).collect();
+    growing.sort_by_key(|(site, _)| !leaking.contains(site));
     for ((site, _), colour) in growing.into_iter().zip(SITE_COLOURS) {
         out.push(Series {
             name: legend_name(site),
@@ -263,9 +268,10 @@ fn plot_error(e: impl std::fmt::Display) -> io::Error {
 #[cfg_attr(docsrs, doc(cfg(feature = "plot")))]
 impl Timeline {
     /// Draws the timeline as an SVG line plot (feature `plot`): live, peak and (under a
-    /// [`Pool`](crate::Pool)) reserved bytes at each checkpoint, and the live bytes of the five
-    /// sites that grew most from the first checkpoint to the last. A timeline without
-    /// checkpoints has nothing to draw: that is an error.
+    /// [`Pool`](crate::Pool)) reserved bytes at each checkpoint, and the live bytes of five sites:
+    /// those that grew at every step ([`growing`](Timeline::growing)) first, then those that grew
+    /// most from the first checkpoint to the last. A timeline without checkpoints has nothing to
+    /// draw: that is an error.
     ///
     /// ```
     /// for step in 1..=3 {
