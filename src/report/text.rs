@@ -314,9 +314,17 @@ impl Delta {
                 } else if by == By::Site && self.allocated_blocks() > 0 {
                     // Allocations without a site: not "nothing was counted" (a user trial with
                     // sites off read that beside "added +110 B").
-                    "no call site was recorded: call sites are off, or sampling picked none of \
-                     these allocations"
-                        .to_string()
+                    match self.sampled_mean {
+                        Some(_) => {
+                            "no call site was recorded: sampling picked none of these \
+                                    allocations"
+                        }
+                        None => {
+                            "no call site was recorded: call sites are off, or keep no \
+                                 frame (depth 0)"
+                        }
+                    }
+                    .to_string()
                 } else {
                     format!("nothing was counted by {name} here")
                 };
@@ -1253,7 +1261,16 @@ mod tests {
         }];
         let d = after.since(&Snapshot::zero());
         let table = d.table(By::Site, 10);
-        assert!(table.contains("no call site was recorded"), "{table}");
+        assert!(
+            table.contains("no call site was recorded: call sites are off"),
+            "{table}"
+        );
+        after.sampled_mean = Some(512 * 1024);
+        let table = after.since(&Snapshot::zero()).table(By::Site, 10);
+        assert!(
+            table.contains("no call site was recorded: sampling picked none"),
+            "{table}"
+        );
     }
 
     #[test]
