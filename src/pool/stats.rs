@@ -345,7 +345,9 @@ fn counters_of(e: Entry) -> Option<RawStats> {
 
 /// The registered pool whose arenas hold a probe allocated through the global allocator.
 fn find_global() -> Option<Entry> {
-    let probe = crate::thread::probe_inner(|| Box::new(0u64));
+    // Not counted (inside heapdelta's guard), but placed by the inner allocator as a program's
+    // block would be: counted, it was a site of the program's, at its call of `pool_stats`.
+    let probe = crate::thread::untracked(|| crate::thread::probe_inner(|| Box::new(0u64)));
     let addr = &*probe as *const u64 as usize;
     let found = with_registry(|mut cores| {
         cores.find(|c| c.map.contains(&c.geo, addr)).map(|c| Entry {
