@@ -127,8 +127,10 @@ pub(crate) fn installed_or_hint() -> bool {
     if stats::any_claimed() {
         return true;
     }
+    // A load before the swap: a program without a tracker may ask on a hot path, from many
+    // threads, and the swap would write the flag's cache line at every call.
     static CHECKED: AtomicBool = AtomicBool::new(false);
-    if CHECKED.swap(true, Ordering::Relaxed) {
+    if CHECKED.load(Ordering::Relaxed) || CHECKED.swap(true, Ordering::Relaxed) {
         return false;
     }
     drop(std::hint::black_box(Box::new(0u8)));
