@@ -455,8 +455,15 @@ impl Display for Delta {
                                 }
                             }
                         };
+                        // The older blocks freed too, when there are any: the change in
+                        // blocks is those kept less those (a user trial read "kept 306" beside
+                        // "+50 blk" as a contradiction).
+                        let older = match k.freed_older_blocks {
+                            0 => String::new(),
+                            n => format!(", {} older freed", thousands(n)),
+                        };
                         format!(
-                            ", kept {} of {} born{each}",
+                            ", kept {} of {} born{each}{older}",
                             thousands(k.blocks),
                             thousands(s.allocs)
                         )
@@ -978,6 +985,25 @@ mod tests {
         let text = first_step(vec![site_named("grow", 1, counts, young)]).to_string();
         assert!(
             text.contains("[(unknown), ~19 B per alloc, kept 200 of 600 born (~32 B each)]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_site_that_also_freed_older_blocks_says_how_many() {
+        // A cache that replaced 4 older entries with 6 of the 10 born this step: +2 blocks, which
+        // "kept 6" alone seemed to contradict (a user trial).
+        let unit = crate::stats::UNIT;
+        let counts = Counts {
+            alloc_blocks: 10 * unit,
+            alloc_bytes: 10 * 40,
+            free_blocks: 8 * unit,
+            free_bytes: 8 * 40,
+        };
+        let young = (4 * unit, 4 * 40);
+        let text = first_step(vec![site_named("cache", 1, counts, young)]).to_string();
+        assert!(
+            text.contains("+2 blk") && text.contains("kept 6 of 10 born, 4 older freed]"),
             "{text}"
         );
     }
