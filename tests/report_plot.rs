@@ -16,48 +16,23 @@ fn leak_a_little(kept: &mut Vec<Vec<u8>>) {
 }
 
 /// A one-off growth far larger than the leak's, from a place of its own per `step` (1 to 6).
-/// (Each `grow_once_*` ends in a tail call, so its site is `grow_once`'s line that called it.)
+/// (Each `grow_once_from` ends in a tail call, so its site is the line here that called it.)
 #[inline(never)]
 fn grow_once(kept: &mut Vec<Vec<u8>>, step: usize) {
     let block = match step {
-        1 => grow_once_1(),
-        2 => grow_once_2(),
-        3 => grow_once_3(),
-        4 => grow_once_4(),
-        5 => grow_once_5(),
-        _ => grow_once_6(),
+        1 => grow_once_from::<1>(),
+        2 => grow_once_from::<2>(),
+        3 => grow_once_from::<3>(),
+        4 => grow_once_from::<4>(),
+        5 => grow_once_from::<5>(),
+        _ => grow_once_from::<6>(),
     };
     kept.push(std::hint::black_box(block));
 }
 
 #[inline(never)]
-fn grow_once_1() -> Vec<u8> {
-    vec![1u8; 64 * 1024]
-}
-
-#[inline(never)]
-fn grow_once_2() -> Vec<u8> {
-    vec![2u8; 64 * 1024]
-}
-
-#[inline(never)]
-fn grow_once_3() -> Vec<u8> {
-    vec![3u8; 64 * 1024]
-}
-
-#[inline(never)]
-fn grow_once_4() -> Vec<u8> {
-    vec![4u8; 64 * 1024]
-}
-
-#[inline(never)]
-fn grow_once_5() -> Vec<u8> {
-    vec![5u8; 64 * 1024]
-}
-
-#[inline(never)]
-fn grow_once_6() -> Vec<u8> {
-    vec![6u8; 64 * 1024]
+fn grow_once_from<const N: u8>() -> Vec<u8> {
+    vec![N; 64 * 1024]
 }
 
 #[test]
