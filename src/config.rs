@@ -76,6 +76,15 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
             "depth" => parse_depth(val).map(|d| config.depth = Some(d)),
             "report" if val.is_empty() => Err("expected a file path".to_string()),
             "report" => {
+                // A legal file name, but more likely settings run together by another separator
+                // (a user trial's `report=a.json;every=1` wrote a file of that name and took no
+                // checkpoints): written as given, with a word.
+                if val.contains('=') {
+                    errors.push(format!(
+                        "{VAR}: the report path {val:?} holds a \"=\": settings are separated by \
+                         \",\"; writing the report to that path as given"
+                    ));
+                }
                 config.report = Some(PathBuf::from(val));
                 Ok(())
             }
@@ -617,6 +626,14 @@ mod tests {
         assert_eq!(ok("every=0.5s").every, Some(Duration::from_millis(500)));
         assert_eq!(bad("every=10ms").0.every, None);
         assert_eq!(bad("every=s").0.every, None);
+    }
+
+    #[test]
+    fn a_report_path_holding_an_equals_sign_is_used_and_said_to_look_like_settings() {
+        let (c, msg) = bad("report=a.json;every=1");
+        assert_eq!(c.report, Some(PathBuf::from("a.json;every=1")));
+        assert!(msg.contains("separated by \",\""), "{msg}");
+        assert_eq!(c.every, None);
     }
 
     #[test]
