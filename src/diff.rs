@@ -1016,8 +1016,9 @@ impl Timeline {
     /// several have it (which one is meant cannot be told). `label#n` picks the `n`th checkpoint
     /// labelled `label` the timeline holds (from 1, in the order they were taken; with
     /// [`keep_checkpoints`](crate::keep_checkpoints), of those kept), so a script can number its
-    /// picks whether a label repeats or not; when a checkpoint is also labelled `label#n` itself,
-    /// that is an error too.
+    /// picks whether a label repeats or not. A checkpoint labelled `label#n` itself is found by
+    /// that label beside a single checkpoint labelled `label`; beside several, which one is meant
+    /// cannot be told, and that is an error too.
     ///
     /// ```
     /// heapdelta::checkpoint("loaded");
@@ -1033,7 +1034,10 @@ impl Timeline {
     pub fn find(&self, label: &str) -> Result<&Snapshot, Error> {
         let mut found = self.labelled(label);
         match (found.next(), found.count()) {
-            (Some(c), 0) => match self.nth_labelled(label) {
+            // A checkpoint labelled `x#1` itself is ambiguous with the first of several `x`, not
+            // with a single `x`, whose `x#1` is only a convenience (a review: a timeline of
+            // `batch` and `batch#1` could no longer pick `batch#1`).
+            (Some(c), 0) => match self.nth_labelled(label, 2) {
                 Some(Ok(_)) => Err(Error::NumberedLabelTaken {
                     label: label.to_string(),
                 }),
@@ -1044,7 +1048,7 @@ impl Timeline {
                 count: others + 1,
                 dropped: self.dropped(),
             }),
-            (None, _) => match self.nth_labelled(label) {
+            (None, _) => match self.nth_labelled(label, 1) {
                 Some(picked) => picked,
                 None => Err(Error::UnknownLabel {
                     label: label.to_string(),
@@ -1068,15 +1072,16 @@ impl Timeline {
 
     /// For `label#n` (`n` written in digits, without leading zeros), the `n`th checkpoint labelled
     /// `label`, counted from 1, or the error saying how many there are when fewer than `n` do;
-    /// `None` when `label#n` is not of that form or no checkpoint is labelled `label`.
-    fn nth_labelled(&self, label: &str) -> Option<Result<&Snapshot, Error>> {
+    /// `None` when `label#n` is not of that form or fewer than `least` checkpoints are labelled
+    /// `label`.
+    fn nth_labelled(&self, label: &str, least: usize) -> Option<Result<&Snapshot, Error>> {
         let (label, n) = label.rsplit_once('#')?;
         if n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
         let n: usize = n.parse().ok()?;
         let count = self.labelled(label).count();
-        if count == 0 {
+        if count < least {
             return None;
         }
         Some(
@@ -1464,6 +1469,13 @@ mod tests {
             t.find("batch 3#2").unwrap_err().to_string(),
             r#"no checkpoint "batch 3#2": only 1 checkpoint is labelled "batch 3"; pick it as "batch 3" or "batch 3#1""#
         );
+    }
+
+    #[test]
+    fn a_checkpoint_labelled_label_hash_1_is_found_beside_a_single_checkpoint_labelled_label() {
+        let t = labelled_timeline(&["batch", "batch#1", "batch#2"]);
+        assert_eq!(t.find("batch#1").map(|c| c.epoch).ok(), Some(1));
+        assert_eq!(t.find("batch#2").map(|c| c.epoch).ok(), Some(2));
     }
 
     #[test]

@@ -57,8 +57,8 @@ pub enum Error {
         /// kept.
         dropped: u64,
     },
-    /// `label#n` is both a checkpoint's own label and the `n`th of the checkpoints labelled
-    /// `label`, so which one is meant cannot be told.
+    /// `label#n` is both a checkpoint's own label and the `n`th of the several checkpoints
+    /// labelled `label`, so which one is meant cannot be told.
     NumberedLabelTaken {
         /// The label asked for (with `#n`).
         label: String,

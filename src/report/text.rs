@@ -450,6 +450,8 @@ impl Display for Delta {
                                 let each = bytes(rounded_div(k.bytes, blocks));
                                 if each == bytes(rounded_div(s.allocated_bytes, allocs)) {
                                     String::new()
+                                } else if blocks == 1 {
+                                    format!(" ({each})")
                                 } else {
                                     format!(" (~{each} each)")
                                 }
@@ -457,16 +459,24 @@ impl Display for Delta {
                         };
                         // The older blocks freed too, when there are any: the change in
                         // blocks is those kept less those (a user trial read "kept 306" beside
-                        // "+50 blk" as a contradiction).
-                        let older = match k.freed_older_blocks {
-                            0 => String::new(),
-                            n => format!(", {} older freed", thousands(n)),
+                        // "+50 blk" as a contradiction). A site that allocated nothing in the
+                        // step says only that ("kept 0 of 0 born" said nothing).
+                        let born = match s.allocs {
+                            0 => None,
+                            allocs => Some(format!(
+                                "kept {} of {} born{each}",
+                                thousands(k.blocks),
+                                thousands(allocs)
+                            )),
                         };
-                        format!(
-                            ", kept {} of {} born{each}{older}",
-                            thousands(k.blocks),
-                            thousands(s.allocs)
-                        )
+                        let older = match k.freed_older_blocks {
+                            0 => None,
+                            n => Some(format!("{} older freed", thousands(n))),
+                        };
+                        born.into_iter()
+                            .chain(older)
+                            .map(|part| format!(", {part}"))
+                            .collect()
                     }
                     None => String::new(),
                 };
@@ -1006,6 +1016,51 @@ mod tests {
             text.contains("+2 blk") && text.contains("kept 6 of 10 born, 4 older freed]"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_site_that_only_freed_older_blocks_says_only_that() {
+        let unit = crate::stats::UNIT;
+        let counts = Counts {
+            alloc_blocks: 0,
+            alloc_bytes: 0,
+            free_blocks: 3 * unit,
+            free_bytes: 3 * 64,
+        };
+        // A step that shrank, so that the sites that fell are listed.
+        let mut before = Snapshot::zero();
+        before.run = !crate::checkpoint::run_id();
+        let class = |free_blocks, free_bytes| ClassCount {
+            size: 64,
+            counts: Counts {
+                alloc_blocks: 3,
+                alloc_bytes: 3 * 64,
+                free_blocks,
+                free_bytes,
+            },
+        };
+        before.classes = vec![class(0, 0)];
+        let mut after = before.clone();
+        after.classes = vec![class(3, 3 * 64)];
+        after.sites = SiteList::new(vec![site_named("drop", 1, counts, (0, 0))]);
+        let text = after.since(&before).to_string();
+        assert!(text.contains("per blk, 3 older freed]"), "{text}");
+        assert!(!text.contains("kept 0 of 0"), "{text}");
+    }
+
+    #[test]
+    fn one_kept_block_larger_than_the_average_allocation_gives_its_size() {
+        // A map's table grown in steps: the last, largest table is the one kept.
+        let unit = crate::stats::UNIT;
+        let counts = Counts {
+            alloc_blocks: 3 * unit,
+            alloc_bytes: 1024 + 2048 + 4096,
+            free_blocks: 2 * unit,
+            free_bytes: 1024 + 2048,
+        };
+        let young = (2 * unit, 1024 + 2048);
+        let text = first_step(vec![site_named("table", 1, counts, young)]).to_string();
+        assert!(text.contains("kept 1 of 3 born (4.0 KiB)]"), "{text}");
     }
 
     #[test]
