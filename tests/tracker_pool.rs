@@ -58,3 +58,10 @@ fn blocks_above_the_pools_limit_are_shown_beside_reserved() {
     );
     drop(big);
 }
+
+#[test]
+fn pool_stats_counts_nothing_as_the_programs() {
+    let (stats, m) = heapdelta::measure(heapdelta::pool_stats);
+    assert!(stats.is_some_and(|s| !s.classes.is_empty()));
+    assert_eq!(m.allocated_blocks(), 0, "{m}");
+}

@@ -319,10 +319,7 @@ impl Delta {
                             "no call site was recorded: sampling picked none of these \
                                     allocations"
                         }
-                        None => {
-                            "no call site was recorded: call sites are off, or keep no \
-                                 frame (depth 0)"
-                        }
+                        None => "no call site was recorded: call sites are off",
                     }
                     .to_string()
                 } else {
@@ -365,8 +362,8 @@ impl Display for Delta {
             if self.counts_other_threads() {
                 lines.push(
                     "   counted with other threads: this thread had no counters of its own \
-                     (all 255 were held by live threads), so these figures include the events of \
-                     every thread sharing them"
+                     (all 255 were held by live threads, or the thread was exiting), so these \
+                     figures include the events of every thread sharing them"
                         .to_string(),
                 );
             }
@@ -1040,7 +1037,9 @@ mod tests {
             },
         };
         before.classes = vec![class(0, 0)];
+        before.checkpoint = true;
         let mut after = before.clone();
+        after.epoch = 1;
         after.classes = vec![class(3, 3 * 64)];
         after.sites = SiteList::new(vec![site_named("drop", 1, counts, (0, 0))]);
         let text = after.since(&before).to_string();
