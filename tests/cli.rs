@@ -235,7 +235,7 @@ fn checkpoints_sharing_a_label_are_picked_by_their_number() {
 fn diff_groups_by_class_tag_and_type() {
     let dir = demo("diff_by");
     let (old, new) = (dir.join("step1.json"), dir.join("step4.json"));
-    for (by, first_row) in [("class", "4,096 B"), ("tag", "cache"), ("type", "Vec<u8>")] {
+    for (by, first_row) in [("class", "4 KiB"), ("tag", "cache"), ("type", "Vec<u8>")] {
         let run = heapdelta(["diff", arg(&old), arg(&new), "--by", by]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         let row = run.stdout.lines().nth(2).unwrap_or_default();

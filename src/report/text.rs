@@ -88,6 +88,36 @@ pub(crate) fn bytes(n: u64) -> String {
     format!("{v:.prec$} {}", UNITS[unit], prec = decimals(unit) as usize)
 }
 
+/// A size class's name, its largest request, exact: `640 B`, `1.25 KiB`, `2.5 MiB` (class tops
+/// above 512 B are quarters of powers of two), or in bytes when no binary unit gives it in two
+/// decimals. Beside rounded figures, `2,621,440 B +2.1 MiB` read as two units for one thing (a
+/// user trial).
+pub(crate) fn class_name(size: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut unit = 1024u64;
+    let mut name = None;
+    for u in UNITS {
+        if size < unit {
+            break;
+        }
+        // Hundredths of the unit, when the size is a whole number of them.
+        if (size as u128 * 100) % unit as u128 == 0 {
+            let hundredths = size as u128 * 100 / unit as u128;
+            let whole = hundredths / 100;
+            name = Some(match hundredths % 100 {
+                0 => format!("{whole} {u}"),
+                f if f % 10 == 0 => format!("{whole}.{} {u}", f / 10),
+                f => format!("{whole}.{f:02} {u}"),
+            });
+        }
+        match unit.checked_mul(1024) {
+            Some(next) => unit = next,
+            None => break,
+        }
+    }
+    name.unwrap_or_else(|| format!("{} B", thousands(size)))
+}
+
 /// `+1.5 KiB` / `-512 B`.
 pub(crate) fn signed_bytes(n: i64) -> String {
     let sign = if n < 0 { '-' } else { '+' };
@@ -250,7 +280,7 @@ impl Delta {
                     .size_classes()
                     .iter()
                     .map(|c| {
-                        let name = format!("{} B", thousands(c.size as u64));
+                        let name = class_name(c.size as u64);
                         (
                             c.live_bytes,
                             c.live_blocks,
@@ -503,7 +533,7 @@ impl Display for Delta {
                 (name, t.live_bytes, t.live_blocks)
             });
             let classes = self.size_classes().iter().map(|c| {
-                let name = format!("{} B", thousands(c.size as u64));
+                let name = class_name(c.size as u64);
                 (name, c.live_bytes, c.live_blocks)
             });
             let tags = tag_rows(self)
@@ -994,6 +1024,16 @@ mod tests {
             text.contains("[(unknown), ~19 B per alloc, kept 200 of 600 born (~32 B each)]"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn class_names_are_exact_in_the_largest_unit_that_gives_them_in_two_decimals() {
+        assert_eq!(class_name(16), "16 B");
+        assert_eq!(class_name(640), "640 B");
+        assert_eq!(class_name(1024), "1 KiB");
+        assert_eq!(class_name(1280), "1.25 KiB");
+        assert_eq!(class_name(2_621_440), "2.5 MiB");
+        assert_eq!(class_name(1_000_000), "1,000,000 B");
     }
 
     #[test]
