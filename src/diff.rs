@@ -262,7 +262,8 @@ pub struct Delta {
     pub(crate) comparison: bool,
     /// Whether the window's text names where it starts: it covers more than one step, or it
     /// starts at a checkpoint of the other kind (the clock's, `every=`, before one of the
-    /// program's, or the other way round), which a program's step does when a tick fell in it.
+    /// program's, or the other way round). Cleared for the step a program's `checkpoint` returns,
+    /// which runs from its previous checkpoint over the clock's.
     pub(crate) names_start: bool,
     /// Whether this `measure` delta was counted in counters the thread shares with others (see
     /// `Delta::counts_other_threads`).

@@ -101,7 +101,7 @@ pub(crate) fn class_name(size: u64) -> String {
             break;
         }
         // Hundredths of the unit, when the size is a whole number of them.
-        if (size as u128 * 100) % unit as u128 == 0 {
+        if (size as u128 * 100).is_multiple_of(unit as u128) {
             let hundredths = size as u128 * 100 / unit as u128;
             let whole = hundredths / 100;
             name = Some(match hundredths % 100 {
@@ -157,10 +157,10 @@ impl Delta {
             } else {
                 "measure"
             });
-            // A window of more than one step names where it starts, too, as does a step that
-            // starts at a checkpoint of the other kind (a tick of `every=` that fell in one of the
-            // program's steps, which then holds only what came after it: a user trial's step
-            // read "added -1.1 KiB" under a steady leak with nothing to say why).
+            // A window of more than one step names where it starts, too, as does one that starts
+            // at a checkpoint of the other kind (a tick of `every=` before one of the program's:
+            // it holds only what came after the tick). A program's own step, which runs over the
+            // ticks in it, does not (see `checkpoint::record`).
             let mut s = match (&self.from_label, self.names_start) {
                 (Some(from), true) => {
                     format!("| {} \u{2192} {} |", OneLine(from), OneLine(label))
