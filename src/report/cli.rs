@@ -520,24 +520,22 @@ fn export(format: Format, path: &Path, output: &Path, window: &Window) -> Outcom
     let selection = select(path, window)?;
     // The viewers would show a profile of nothing, its totals 0.
     sites_recorded(path, &selection, "export")?;
+    let mut bytes = Vec::new();
+    let made = match (selection, format) {
+        (Selection::Live(s), Format::Pprof) => s.write_pprof_to(&mut bytes),
+        (Selection::Live(s), Format::Dhat) => s.write_dhat_to(&mut bytes),
+        (Selection::Growth(d), Format::Pprof) => d.write_pprof_to(&mut bytes),
+        (Selection::Growth(d), Format::Dhat) => d.write_dhat_to(&mut bytes),
+    };
+    made.map_err(|e| Failure(format!("making the {}: {e}", format.name())))?;
     if output.as_os_str() == "-" {
-        let mut bytes = Vec::new();
-        let made = match (selection, format) {
-            (Selection::Live(s), Format::Pprof) => s.write_pprof_to(&mut bytes),
-            (Selection::Live(s), Format::Dhat) => s.write_dhat_to(&mut bytes),
-            (Selection::Growth(d), Format::Pprof) => d.write_pprof_to(&mut bytes),
-            (Selection::Growth(d), Format::Dhat) => d.write_dhat_to(&mut bytes),
-        };
-        made.map_err(|e| Failure(format!("making the {}: {e}", format.name())))?;
         return print_bytes(&bytes);
     }
-    let written = match (selection, format) {
-        (Selection::Live(s), Format::Pprof) => s.write_pprof(output),
-        (Selection::Live(s), Format::Dhat) => s.write_dhat(output),
-        (Selection::Growth(d), Format::Pprof) => d.write_pprof(output),
-        (Selection::Growth(d), Format::Dhat) => d.write_dhat(output),
-    };
-    written.map_err(|e| fail(output, e))
+    crate::report::write_file(output, |w| {
+        w.extend_from_slice(&bytes);
+        Ok(())
+    })
+    .map_err(|e| fail(output, e))
 }
 
 /// An error naming the file read, when the run recorded no call site where it allocated: there

@@ -66,9 +66,11 @@ pub(crate) fn signed(n: i64) -> String {
     format!("{sign}{}", thousands(n.unsigned_abs()))
 }
 
+/// The binary units above bytes, each 1,024 times the one before.
+const BINARY_UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+
 /// `512 B`, `1.5 KiB`, `112.4 MiB`, `1.18 GiB`.
 pub(crate) fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     if n < 1024 {
         return format!("{n} B");
     }
@@ -81,11 +83,15 @@ pub(crate) fn bytes(n: u64) -> String {
     };
     let mut v = n as f64 / 1024.0;
     let mut unit = 0;
-    while rounded(v, unit) >= 1024.0 && unit + 1 < UNITS.len() {
+    while rounded(v, unit) >= 1024.0 && unit + 1 < BINARY_UNITS.len() {
         v /= 1024.0;
         unit += 1;
     }
-    format!("{v:.prec$} {}", UNITS[unit], prec = decimals(unit) as usize)
+    format!(
+        "{v:.prec$} {}",
+        BINARY_UNITS[unit],
+        prec = decimals(unit) as usize
+    )
 }
 
 /// A size class's name, its largest request, exact: `640 B`, `1.25 KiB`, `2.5 MiB` (class tops
@@ -93,29 +99,16 @@ pub(crate) fn bytes(n: u64) -> String {
 /// decimals. Beside rounded figures, `2,621,440 B +2.1 MiB` read as two units for one thing (a
 /// user trial).
 pub(crate) fn class_name(size: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut unit = 1024u64;
-    let mut name = None;
-    for u in UNITS {
-        if size < unit {
-            break;
-        }
-        // Hundredths of the unit, when the size is a whole number of them.
-        if (size as u128 * 100).is_multiple_of(unit as u128) {
-            let hundredths = size as u128 * 100 / unit as u128;
-            let whole = hundredths / 100;
-            name = Some(match hundredths % 100 {
-                0 => format!("{whole} {u}"),
-                f if f % 10 == 0 => format!("{whole}.{} {u}", f / 10),
-                f => format!("{whole}.{f:02} {u}"),
-            });
-        }
-        match unit.checked_mul(1024) {
-            Some(next) => unit = next,
-            None => break,
-        }
-    }
-    name.unwrap_or_else(|| format!("{} B", thousands(size)))
+    // The largest unit, at most the size, that gives it in whole hundredths.
+    (1..=BINARY_UNITS.len())
+        .rev()
+        .map(|k| (1u128 << (10 * k), BINARY_UNITS[k - 1]))
+        .find(|&(unit, _)| u128::from(size) >= unit && (u128::from(size) * 100) % unit == 0)
+        .map_or_else(
+            || format!("{} B", thousands(size)),
+            // Exact: whole hundredths, printed in their shortest form (`1`, `2.5`, `1.25`).
+            |(unit, name)| format!("{} {name}", (u128::from(size) * 100 / unit) as f64 / 100.0),
+        )
 }
 
 /// `+1.5 KiB` / `-512 B`.
