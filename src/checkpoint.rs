@@ -122,8 +122,7 @@ pub(crate) fn lock_timeline() -> MutexGuard<'static, Vec<Snapshot>> {
 }
 
 /// Whether a tracker is installed, for `is_installed`: on the first call that finds none, after
-/// one allocation (a tracker counts as installed once it has recorded a block), says once on
-/// stderr that `HEAPDELTA`, when set, does nothing. A program that guards its queries with
+/// one allocation (see `recorded_after_probe`), says once on stderr that `HEAPDELTA`, when set, does nothing. A program that guards its queries with
 /// `is_installed()`, as the README advises for builds without the tracker, never runs a query that
 /// would say so (a user trial's `HEAPDELTA=report=...` wrote no file and said nothing).
 pub(crate) fn installed_or_hint() -> bool {
@@ -136,8 +135,7 @@ pub(crate) fn installed_or_hint() -> bool {
     if CHECKED.load(Ordering::Relaxed) || CHECKED.swap(true, Ordering::Relaxed) {
         return false;
     }
-    drop(std::hint::black_box(Box::new(0u8)));
-    if stats::any_claimed() {
+    if recorded_after_probe() {
         return true;
     }
     if std::env::var_os("HEAPDELTA").is_some() {
@@ -151,6 +149,17 @@ pub(crate) fn installed_or_hint() -> bool {
     false
 }
 
+/// Whether a tracker has recorded a block (it counts as installed once it has): when none has
+/// yet, after one allocation, for a program whose first allocation would otherwise come later
+/// (`#![no_main]`, a library called from C). Only then: counted, the probe is a site of the
+/// program's (a user trial's report showed a freed `Box<u8>` at its first `checkpoint`).
+fn recorded_after_probe() -> bool {
+    if !stats::any_claimed() {
+        drop(std::hint::black_box(Box::new(0u8)));
+    }
+    stats::any_claimed()
+}
+
 /// Says once on stderr that nothing is counted, when a query runs while no tracker is the global
 /// allocator: a program that lacks the `#[global_allocator]` line would otherwise read its
 /// reports of zeros as "nothing grew".
@@ -160,14 +169,7 @@ fn hint_if_not_installed() {
     if CHECKED.swap(true, Ordering::Relaxed) {
         return;
     }
-    // A tracker counts as installed once it has recorded a block: one allocation first, for a
-    // program whose first allocation would otherwise come later (`#![no_main]`, a library
-    // called from C). Only then: counted, it is a site of the program's (a user trial's report
-    // showed a freed `Box<u8>` at its first `checkpoint`).
-    if !stats::any_claimed() {
-        drop(std::hint::black_box(Box::new(0u8)));
-    }
-    if !stats::any_claimed() {
+    if !recorded_after_probe() {
         let install = match crate::pool_stats() {
             Some(_) => {
                 "heapdelta::Tracker<heapdelta::Pool> = \
