@@ -291,21 +291,18 @@ fn record(
 ) -> Delta {
     let by_clock = snap.by_clock;
     let after_tick = tl.last().is_some_and(|prev| prev.by_clock);
-    let delta = append(tl, snap, keep);
+    let mut delta = append(tl, snap, keep);
     if by_clock {
         return delta;
     }
     let Some(now) = tl.last() else {
         return delta;
     };
-    let delta = match (after_tick, last_own.as_ref()) {
-        (false, _) => delta,
-        (true, start) => {
-            let mut own = now.since(start.unwrap_or(&Snapshot::zero()));
-            own.names_start = false;
-            own
-        }
-    };
+    if after_tick {
+        delta = now.since(last_own.as_ref().unwrap_or(&Snapshot::zero()));
+        delta.names_start = false;
+    }
+    // Cheap: the sites' chunks are shared, not copied.
     *last_own = Some(now.clone());
     delta
 }
