@@ -65,7 +65,7 @@ impl ArenaTable {
 
     /// Doubles the table (16 the first time), links the new descriptors into an ascending list
     /// and returns its head, or `NONE` if out of memory. Existing descriptors keep their indices.
-    pub fn grow<A: GlobalAlloc>(&mut self, inner: &A) -> u32 {
+    pub fn grow(&mut self, inner: &dyn GlobalAlloc) -> u32 {
         let old = self.len;
         let new = if old == 0 {
             INITIAL_ARENA_OBJECTS
@@ -115,7 +115,7 @@ impl ArenaTable {
     ///
     /// # Safety
     /// `inner` is the allocator the table was grown with; the table is not used afterwards.
-    pub unsafe fn free<A: GlobalAlloc>(&mut self, inner: &A) {
+    pub unsafe fn free(&mut self, inner: &dyn GlobalAlloc) {
         if let Some(l) = Self::layout(self.len) {
             if !self.ptr.is_null() {
                 // SAFETY: allocated by `inner` with this layout in `grow`.

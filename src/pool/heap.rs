@@ -6,6 +6,7 @@
 
 use super::arena::{ArenaObj, ArenaTable, NONE};
 use super::config::{Geometry, MAX_CLASSES, NFP_LEN};
+use super::engine::Engine;
 use std::alloc::GlobalAlloc;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -66,19 +67,21 @@ impl Counters {
     }
 }
 
-/// Where arenas come from: the `Pool` (inner allocator, arena map, global arena counters).
+/// Where a heap's arenas and metadata come from: its pool, as a trait object, so that the heap
+/// code is not generic over the pool's inner allocator (see `engine`). A reference to it is two
+/// words, passed in registers: the pool's address and a constant table, which a release build
+/// folds away.
 pub(crate) trait ArenaSource {
-    /// The allocator for metadata (the arena descriptor table).
-    type Inner: GlobalAlloc;
-    fn inner(&self) -> &Self::Inner;
-    fn geo(&self) -> &Geometry;
-    /// A new pool-aligned arena, already marked in the arena map and counted; null on failure.
-    fn arena_alloc(&self) -> *mut u8;
-    /// Unmarks, uncounts and frees an arena from `arena_alloc`.
-    ///
-    /// # Safety
-    /// `base` came from `arena_alloc` and no block in it is in use.
-    unsafe fn arena_free(&self, base: *mut u8);
+    fn engine(&self) -> &Engine;
+    /// The allocator for arenas and metadata (the arena descriptor table).
+    fn inner(&self) -> &dyn GlobalAlloc;
+}
+
+impl dyn ArenaSource + '_ {
+    #[inline]
+    pub fn geo(&self) -> &Geometry {
+        &self.engine().geo
+    }
 }
 
 /// The pymalloc state machine of one heap.
@@ -125,7 +128,7 @@ impl HeapState {
     /// # Safety
     /// Owner thread only; `idx < geo.nclasses`.
     #[inline]
-    pub unsafe fn alloc<S: ArenaSource>(&mut self, src: &S, c: &Counters, idx: usize) -> *mut u8 {
+    pub unsafe fn alloc(&mut self, src: &dyn ArenaSource, c: &Counters, idx: usize) -> *mut u8 {
         let pool = self.usedpools[cls(idx)];
         let bp;
         if !pool.is_null() {
@@ -177,7 +180,7 @@ impl HeapState {
     }
 
     /// `new_arena`: a descriptor with a fresh arena, or `NONE`.
-    fn new_arena<S: ArenaSource>(&mut self, src: &S, c: &Counters) -> u32 {
+    fn new_arena(&mut self, src: &dyn ArenaSource, c: &Counters) -> u32 {
         if self.unused_arena_objects == NONE {
             // `usable_arenas` is empty, as in CPython, so no descriptor is on a list.
             self.unused_arena_objects = self.arenas.grow(src.inner());
@@ -213,9 +216,9 @@ impl HeapState {
     /// # Safety
     /// Owner thread only; `idx < nclasses`; `usedpools[idx]` is empty.
     #[inline(never)]
-    unsafe fn allocate_from_new_pool<S: ArenaSource>(
+    unsafe fn allocate_from_new_pool(
         &mut self,
-        src: &S,
+        src: &dyn ArenaSource,
         c: &Counters,
         idx: usize,
     ) -> *mut u8 {
@@ -297,7 +300,7 @@ impl HeapState {
     /// # Safety
     /// Owner thread only; `p` is a block in use handed out by this heap.
     #[inline]
-    pub unsafe fn free<S: ArenaSource>(&mut self, src: &S, c: &Counters, p: *mut u8) {
+    pub unsafe fn free(&mut self, src: &dyn ArenaSource, c: &Counters, p: *mut u8) {
         let pool = (p as usize & !(src.geo().pool_size - 1)) as *mut PoolHeader;
         // SAFETY: `p` is in a live pool of this heap (caller), so `pool` is its header.
         unsafe {
@@ -333,9 +336,9 @@ impl HeapState {
     /// # Safety
     /// `pool` is an empty pool of this heap on `usedpools[idx]`.
     #[inline(never)]
-    unsafe fn insert_to_freepool<S: ArenaSource>(
+    unsafe fn insert_to_freepool(
         &mut self,
-        src: &S,
+        src: &dyn ArenaSource,
         c: &Counters,
         pool: *mut PoolHeader,
         idx: usize,
@@ -650,7 +653,7 @@ impl HeapState {
     ///
     /// # Safety
     /// No block of this heap is used afterwards.
-    pub unsafe fn release_all<S: ArenaSource>(&mut self, src: &S) {
+    pub unsafe fn release_all(&mut self, src: &dyn ArenaSource) {
         for i in 0..self.arenas.len() {
             let ao = self.ao(i);
             // SAFETY: `i` is in range of the table.

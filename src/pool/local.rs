@@ -81,7 +81,7 @@ impl Heap {
     /// # Safety
     /// The caller has exclusive access to the heap (it owns it or holds its lock).
     #[inline]
-    pub unsafe fn drain<S: ArenaSource>(&self, src: &S) {
+    pub unsafe fn drain(&self, src: &dyn ArenaSource) {
         let remote = &self.remote.0;
         if remote.head.load(Ordering::Relaxed).is_null() {
             return;

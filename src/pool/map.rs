@@ -61,9 +61,9 @@ impl ArenaMap {
     ///
     /// # Safety
     /// `slot` points into a live node of this map.
-    unsafe fn child<A: GlobalAlloc>(
+    unsafe fn child(
         slot: &AtomicPtr<u8>,
-        create: Option<(&A, Layout)>,
+        create: Option<(&dyn GlobalAlloc, Layout)>,
     ) -> Option<*mut u8> {
         let p = slot.load(Ordering::Acquire);
         if !p.is_null() {
@@ -86,12 +86,7 @@ impl ArenaMap {
     }
 
     /// The entry for `addr`, creating nodes as needed.
-    fn entry<A: GlobalAlloc>(
-        &self,
-        geo: &Geometry,
-        addr: usize,
-        inner: &A,
-    ) -> Option<(&Entry, u32)> {
+    fn entry(&self, geo: &Geometry, addr: usize, inner: &dyn GlobalAlloc) -> Option<(&Entry, u32)> {
         let create = Some(inner);
         let (r, m, b, tail) = Self::split(geo, addr)?;
         let ptr_size = std::mem::size_of::<AtomicPtr<u8>>();
@@ -150,7 +145,7 @@ impl ArenaMap {
 
     /// Records that the arena at `base` (pool-aligned) is live (`used`) or gone. Returns false
     /// if the map cannot cover it (out of memory or address too high).
-    pub fn mark<A: GlobalAlloc>(&self, inner: &A, geo: &Geometry, base: usize, used: bool) -> bool {
+    pub fn mark(&self, inner: &dyn GlobalAlloc, geo: &Geometry, base: usize, used: bool) -> bool {
         let Some((e, tail)) = self.entry(geo, base, inner) else {
             return false;
         };
@@ -171,7 +166,7 @@ impl ArenaMap {
     ///
     /// # Safety
     /// No other thread uses the map, and `inner`/`geo` are the ones it was built with.
-    pub unsafe fn free_all<A: GlobalAlloc>(&self, inner: &A, geo: &Geometry) {
+    pub unsafe fn free_all(&self, inner: &dyn GlobalAlloc, geo: &Geometry) {
         let root = self.root.swap(ptr::null_mut(), Ordering::AcqRel) as *mut AtomicPtr<u8>;
         if root.is_null() {
             return;

@@ -2,6 +2,7 @@
 //!
 //! Table of contents:
 //! * [`config`]: `PoolConfig` and the geometry derived from it;
+//! * [`engine`]: everything a pool does apart from its inner allocator's type (not generic);
 //! * [`stable`]: the address-stable part of a pool (heap slots, arena map, arena counters);
 //! * [`map`]: which addresses belong to an arena (`address_in_range`);
 //! * [`arena`]: arena descriptors;
@@ -14,6 +15,7 @@
 
 mod arena;
 mod config;
+mod engine;
 mod heap;
 mod local;
 mod map;
@@ -27,13 +29,12 @@ pub(crate) use stats::{global_pool, lock_for_fork, reset_in_child, unlock_after_
 pub use stats::{pool_stats, ClassStats, PoolStats};
 
 use config::Geometry;
-use heap::{bump, ArenaSource, HeapState};
-use local::{Heap, SpinLock, MAX_HEAPS, OWNER_SHARED};
+use engine::Engine;
+use heap::ArenaSource;
+use local::{Heap, MAX_HEAPS};
 use stable::Core;
-use stats::RawStats;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// A pymalloc-style allocator: requests up to `max_small` bytes (512 for
 /// [`PoolConfig::CPYTHON`]) are served from pools of same-size blocks inside arenas obtained from
@@ -110,14 +111,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 /// ```
 pub struct Pool<A: GlobalAlloc = System> {
     inner: A,
-    geo: Geometry,
-    /// Set up on first use (from `inner`); never moves, so the `Pool` value itself may move.
-    core: AtomicPtr<Core>,
-    /// Copy of `core.uid` (0 until set up): the key of the thread-local heap cache.
-    uid: AtomicU64,
+    engine: Engine,
 }
-
-static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 impl Pool<System> {
     /// A pool over the system allocator with [`PoolConfig::CPYTHON`]; usable in a `static`.
@@ -134,21 +129,6 @@ impl Pool<System> {
 impl Default for Pool<System> {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-/// The current thread's access to a heap: exclusive while this value lives.
-struct Ctx<'a> {
-    heap: &'a Heap,
-    lock: Option<&'a SpinLock>,
-}
-
-impl Drop for Ctx<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        if let Some(l) = self.lock {
-            l.unlock();
-        }
     }
 }
 
@@ -171,9 +151,7 @@ impl<A: GlobalAlloc> Pool<A> {
     pub const fn with_config(inner: A, config: PoolConfig) -> Self {
         Pool {
             inner,
-            geo: Geometry::new(config),
-            core: AtomicPtr::new(ptr::null_mut()),
-            uid: AtomicU64::new(0),
+            engine: Engine::new(Geometry::new(config)),
         }
     }
 
@@ -191,7 +169,7 @@ impl<A: GlobalAlloc> Pool<A> {
     /// assert_eq!((s.arenas_current, s.bytes_in_use, s.large_blocks), (0, 0, 0));
     /// ```
     pub fn stats(&self) -> PoolStats {
-        self.raw_stats().into_stats()
+        self.engine.raw_stats(self).into_stats()
     }
 
     /// Walks every heap and checks pymalloc's invariants (list links, `usable_arenas` order,
@@ -202,15 +180,16 @@ impl<A: GlobalAlloc> Pool<A> {
     #[doc(hidden)]
     pub fn check_invariants(&mut self) -> Result<Vec<usize>, String> {
         let mut free = Vec::new();
-        let Some(core) = self.core() else {
+        let Some(core) = self.engine.core() else {
             return Ok(free);
         };
+        let src: &dyn ArenaSource = self;
         for i in 0..MAX_HEAPS {
             if let Some(h) = core.heap(i) {
                 // SAFETY: `&mut self`: no other thread uses the pool or its heaps.
                 unsafe {
-                    h.drain(self);
-                    (*h.state.get()).check(&self.geo, &h.counters, &mut free)?;
+                    h.drain(src);
+                    (*h.state.get()).check(&self.engine.geo, &h.counters, &mut free)?;
                 }
                 let waiting = &h.remote.0.waiting;
                 if let Some(k) =
@@ -224,294 +203,6 @@ impl<A: GlobalAlloc> Pool<A> {
         }
         Ok(free)
     }
-
-    /// The address-stable state, if set up.
-    #[inline]
-    fn core(&self) -> Option<&Core> {
-        // SAFETY: `core` is null or points at a `Core` that lives until the pool is dropped.
-        unsafe { self.core.load(Ordering::Acquire).as_ref() }
-    }
-
-    /// The pool's unique id, setting the pool up (and registering it) on first use; 0 only when
-    /// out of memory.
-    #[inline]
-    fn uid(&self) -> u64 {
-        // Acquire, pairing with `init`'s release: a thread that sees the id also sees the core
-        // published before it (a relaxed pair would let a weakly ordered CPU see the id and a
-        // null core, and fail the allocation).
-        let u = self.uid.load(Ordering::Acquire);
-        if u != 0 {
-            return u;
-        }
-        self.init()
-    }
-
-    #[cold]
-    fn init(&self) -> u64 {
-        if self.core().is_none() {
-            let layout = Layout::new::<Core>();
-            // SAFETY: `Core` is not zero-sized.
-            let p = unsafe { self.inner.alloc(layout) } as *mut Core;
-            if p.is_null() {
-                return 0;
-            }
-            let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
-            // SAFETY: `p` is fresh memory with `Core`'s layout.
-            unsafe { p.write(Core::new(uid, self.geo)) };
-            // Registered before it is published, so that from its first use on, `fork()` takes
-            // its lock (see `stats::register`).
-            stats::register(stats::Entry {
-                core: p as usize,
-                uid,
-            });
-            let published =
-                self.core
-                    .compare_exchange(ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire);
-            if published.is_err() {
-                stats::unregister(p as usize, uid);
-                // SAFETY: `p` was never published and is no longer registered; `Core` needs no
-                // drop.
-                unsafe { self.inner.dealloc(p as *mut u8, layout) };
-            }
-        }
-        let uid = self.core().map_or(0, |c| c.uid);
-        self.uid.store(uid, Ordering::Release);
-        uid
-    }
-
-    /// Creates the heap of slot `i` owned by `owner`; false if the slot is taken or out of memory.
-    fn create_heap(&self, core: &Core, i: usize, owner: u64) -> bool {
-        let Some(slot) = core.heaps.get(i) else {
-            return false;
-        };
-        let layout = Layout::new::<Heap>();
-        // SAFETY: `Heap` is not zero-sized.
-        let p = unsafe { self.inner.alloc(layout) } as *mut Heap;
-        if p.is_null() {
-            return false;
-        }
-        // SAFETY: `p` is fresh memory of `Heap`'s layout.
-        unsafe { p.write(Heap::new(i as u32, owner)) };
-        if slot
-            .compare_exchange(ptr::null_mut(), p, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            // SAFETY: `p` was never published; `Heap` has no drop glue that matters.
-            unsafe { self.inner.dealloc(p as *mut u8, layout) };
-            return false;
-        }
-        true
-    }
-
-    /// Exclusive access to a heap for the current thread: its own (lock-free), or the shared one
-    /// (under a spin lock) when it has none. `None` only when out of memory.
-    #[inline]
-    fn ctx(&self) -> Option<Ctx<'_>> {
-        let uid = self.uid();
-        if uid == 0 {
-            return None;
-        }
-        if let Some(h) = local::cached(uid) {
-            // SAFETY: cached heaps belong to pool `uid`, which is `self` (ids are never reused),
-            // and live as long as it; the thread owns the heap, so access is exclusive.
-            let heap = unsafe { &*h };
-            return Some(Ctx { heap, lock: None });
-        }
-        self.ctx_slow(uid)
-    }
-
-    #[cold]
-    fn ctx_slow(&self, uid: u64) -> Option<Ctx<'_>> {
-        if let Some(h) = local::cached_slow(uid) {
-            // SAFETY: as in `ctx`.
-            let heap = unsafe { &*h };
-            return Some(Ctx { heap, lock: None });
-        }
-        let core = self.core()?;
-        if !local::skip_claim(uid) {
-            if let Some(token) = local::token() {
-                if let Some(h) = self.claim(core, token) {
-                    local::remember(uid, h);
-                    return Some(Ctx {
-                        heap: h,
-                        lock: None,
-                    });
-                }
-                local::note_no_heap(uid);
-            }
-        }
-        // The shared fallback heap.
-        core.shared_lock.lock();
-        if core.heap(0).is_none() && !self.create_heap(core, 0, OWNER_SHARED) {
-            core.shared_lock.unlock();
-            return None;
-        }
-        match core.heap(0) {
-            Some(heap) => Some(Ctx {
-                heap,
-                lock: Some(&core.shared_lock),
-            }),
-            None => {
-                core.shared_lock.unlock();
-                None
-            }
-        }
-    }
-
-    /// Finds or claims a heap for the thread with `token`.
-    fn claim<'c>(&self, core: &'c Core, token: u64) -> Option<&'c Heap> {
-        for i in 1..MAX_HEAPS {
-            if let Some(h) = core.heap(i) {
-                if h.owner.load(Ordering::Acquire) == token {
-                    return Some(h);
-                }
-            }
-        }
-        for i in 1..MAX_HEAPS {
-            if let Some(h) = core.heap(i) {
-                let o = h.owner.load(Ordering::Acquire);
-                if local::is_stale(o)
-                    && h.owner
-                        .compare_exchange(o, token, Ordering::AcqRel, Ordering::Relaxed)
-                        .is_ok()
-                {
-                    return Some(h);
-                }
-            }
-        }
-        for i in 1..MAX_HEAPS {
-            if core.heap(i).is_none() && self.create_heap(core, i, token) {
-                return core.heap(i);
-            }
-        }
-        None
-    }
-
-    /// Frees `ptr`, a block of another thread's `heap`, at once when no thread uses that heap: its
-    /// owner has exited, or it is the shared heap and its lock is free. The blocks waiting on the
-    /// heap's remote list are freed too. Otherwise (`false`) the caller pushes the block on that
-    /// list: a heap nobody uses keeps them (counted as waiting, not in use) until a thread adopts it.
-    ///
-    /// # Safety
-    /// `ptr` is a block in use in `heap`, a heap of this pool, and the caller gives it up.
-    #[cold]
-    unsafe fn free_in_idle_heap(&self, core: &Core, heap: &Heap, ptr: *mut u8) -> bool {
-        let free = || {
-            // SAFETY: the caller holds exclusive access to `heap` (below) and gives `ptr` up.
-            unsafe {
-                heap.drain(self);
-                (*heap.state.get()).free(self, &heap.counters, ptr);
-            }
-        };
-        if heap.index == 0 {
-            // Not while a fork waits for the lock (see `SpinLock::lock`): the block can wait.
-            if local::FORK_PENDING.load(Ordering::Acquire) || !core.shared_lock.try_lock() {
-                return false;
-            }
-            free();
-            core.shared_lock.unlock();
-            return true;
-        }
-        // Holding the heap gives exclusive access, as in `Core::with_idle_heaps`.
-        let Some(_held) = local::IdleHeap::take(heap) else {
-            return false;
-        };
-        free();
-        true
-    }
-
-    /// Counters summed over all heaps, without allocating, after applying the remote frees
-    /// that can be applied without waiting.
-    fn raw_stats(&self) -> RawStats {
-        let Some(core) = self.core() else {
-            return RawStats::new(self.geo);
-        };
-        if let Some(h) = local::cached(core.uid).or_else(|| local::cached_slow(core.uid)) {
-            // SAFETY: the cached heap is the current thread's own heap of this pool.
-            unsafe { (*h).drain(self) };
-        }
-        core.drain_idle(self);
-        core.counters()
-    }
-
-    /// Counts a large block allocated (`d = 1`) or freed (`d = -1`) on the current thread's heap.
-    fn count_large(&self, blocks: i64, bytes: i64) {
-        if let Some(ctx) = self.ctx() {
-            bump(&ctx.heap.counters.large_blocks, blocks as u64);
-            bump(&ctx.heap.counters.large_bytes, bytes as u64);
-        }
-    }
-
-    /// Counts `p`, a block of `layout` the inner allocator just returned (or null), as large.
-    #[inline]
-    fn counted_large(&self, p: *mut u8, layout: Layout) -> *mut u8 {
-        if !p.is_null() {
-            self.count_large(1, layout.size() as i64);
-        }
-        p
-    }
-
-    /// `address_in_range`: whether `p` lies in one of this pool's arenas.
-    #[inline]
-    fn owns(&self, p: *mut u8) -> bool {
-        self.core()
-            .is_some_and(|c| c.map.contains(&self.geo, p as usize))
-    }
-
-    #[inline]
-    fn is_small(&self, layout: Layout) -> bool {
-        layout.size() <= self.geo.max_small && layout.align() <= self.geo.alignment
-    }
-}
-
-impl<A: GlobalAlloc> ArenaSource for Pool<A> {
-    type Inner = A;
-
-    fn inner(&self) -> &A {
-        &self.inner
-    }
-
-    fn geo(&self) -> &Geometry {
-        &self.geo
-    }
-
-    fn arena_alloc(&self) -> *mut u8 {
-        let Ok(layout) = Layout::from_size_align(self.geo.arena_size, self.geo.pool_size) else {
-            return ptr::null_mut();
-        };
-        // SAFETY: the layout is non-empty.
-        let p = unsafe { self.inner.alloc(layout) };
-        if p.is_null() {
-            return p;
-        }
-        let marked = self
-            .core()
-            .filter(|c| c.map.mark(&self.inner, &self.geo, p as usize, true));
-        let Some(core) = marked else {
-            // SAFETY: `p` was just allocated with `layout` and never handed out.
-            unsafe { self.inner.dealloc(p, layout) };
-            return ptr::null_mut();
-        };
-        // Counted in the total before it is live (see `Core::counters`).
-        core.arenas_total.fetch_add(1, Ordering::Release);
-        let cur = core
-            .arenas_current
-            .fetch_add(1, Ordering::Release)
-            .wrapping_add(1);
-        core.arenas_highwater.fetch_max(cur, Ordering::Relaxed);
-        p
-    }
-
-    unsafe fn arena_free(&self, base: *mut u8) {
-        if let Some(core) = self.core() {
-            core.map.mark(&self.inner, &self.geo, base as usize, false);
-            core.arenas_current.fetch_sub(1, Ordering::Relaxed);
-        }
-        if let Ok(layout) = Layout::from_size_align(self.geo.arena_size, self.geo.pool_size) {
-            // SAFETY: `base` came from `arena_alloc` with this layout (caller).
-            unsafe { self.inner.dealloc(base, layout) };
-        }
-    }
 }
 
 // SAFETY: small blocks come from arenas this pool owns exclusively, are aligned to
@@ -521,101 +212,28 @@ impl<A: GlobalAlloc> ArenaSource for Pool<A> {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for Pool<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if !self.is_small(layout) {
-            // SAFETY: same contract as ours.
-            return self.counted_large(unsafe { self.inner.alloc(layout) }, layout);
-        }
-        let idx = self.geo.class_of(layout.size());
-        let Some(ctx) = self.ctx() else {
-            return ptr::null_mut();
-        };
-        // SAFETY: `ctx` gives this thread exclusive access to the heap; `idx < nclasses` because
-        // `size <= max_small`.
-        unsafe {
-            ctx.heap.drain(self);
-            (*ctx.heap.state.get()).alloc(self, &ctx.heap.counters, idx)
-        }
+        // SAFETY: the caller's contract, passed on with this pool's inner allocator.
+        unsafe { self.engine.alloc(self, layout) }
     }
 
     /// Large requests go to the inner allocator's own `alloc_zeroed`, which can hand out fresh
     /// zero pages without touching them (`calloc`); small blocks are zeroed here.
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if !self.is_small(layout) {
-            // SAFETY: same contract as ours.
-            return self.counted_large(unsafe { self.inner.alloc_zeroed(layout) }, layout);
-        }
-        // SAFETY: same contract as ours.
-        let p = unsafe { self.alloc(layout) };
-        if !p.is_null() {
-            // SAFETY: `alloc` returned a block of at least `layout.size()` writable bytes.
-            unsafe { ptr::write_bytes(p, 0, layout.size()) };
-        }
-        p
+        // SAFETY: as in `alloc`.
+        unsafe { self.engine.alloc_zeroed(self, layout) }
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if !self.owns(ptr) {
-            // SAFETY: not in our arenas, so it came from `inner` with this layout.
-            unsafe { self.inner.dealloc(ptr, layout) };
-            self.count_large(-1, -(layout.size() as i64));
-            return;
-        }
-        // SAFETY: `ptr` is a block in use in one of our pools (caller contract + address).
-        let owner = unsafe { HeapState::block_heap(&self.geo, ptr) };
-        if let Some(ctx) = self.ctx() {
-            if ctx.heap.index == owner {
-                // SAFETY: exclusive access through `ctx`; the block belongs to this heap.
-                unsafe { (*ctx.heap.state.get()).free(self, &ctx.heap.counters, ptr) };
-                return;
-            }
-        }
-        let Some(core) = self.core() else {
-            return;
-        };
-        let Some(heap) = core.heap(owner as usize) else {
-            return;
-        };
-        // SAFETY: the block is in use in `heap`, given up by the caller.
-        if unsafe { self.free_in_idle_heap(core, heap, ptr) } {
-            return;
-        }
-        // SAFETY: the block is in use in a live pool, at least 8 bytes and 8-aligned; we give it
-        // up.
-        unsafe { heap.push_remote(ptr, HeapState::block_class(&self.geo, ptr)) };
+        // SAFETY: as in `alloc`.
+        unsafe { self.engine.dealloc(self, ptr, layout) }
     }
 
+    #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if !self.owns(ptr) {
-            // A block of the inner allocator stays there, even when it shrinks (CPython's rule).
-            // SAFETY: same contract as ours; the block came from `inner` with `layout`.
-            let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
-            if !p.is_null() {
-                self.count_large(0, new_size as i64 - layout.size() as i64);
-            }
-            return p;
-        }
-        // SAFETY: `ptr` is a block in use in one of our pools.
-        let size = self
-            .geo
-            .class_size(unsafe { HeapState::block_class(&self.geo, ptr) });
-        if new_size <= size && 4 * new_size > 3 * size {
-            return ptr;
-        }
-        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
-            return ptr::null_mut();
-        };
-        // SAFETY: `new_layout` is non-zero-sized when `new_size` is (the caller's contract).
-        let new = unsafe { self.alloc(new_layout) };
-        if !new.is_null() {
-            // SAFETY: both blocks hold at least `min(old, new)` bytes and are distinct.
-            unsafe {
-                ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-                self.dealloc(ptr, layout);
-            }
-        }
-        new
+        // SAFETY: as in `alloc`.
+        unsafe { self.engine.realloc(self, ptr, layout, new_size) }
     }
 }
 
@@ -668,33 +286,46 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for &Pool<A> {
 
 /// Dropping a pool returns every arena and all metadata to the inner allocator; blocks still
 /// in use become invalid, as with any allocator that goes away.
+impl<A: GlobalAlloc> ArenaSource for Pool<A> {
+    #[inline]
+    fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    #[inline]
+    fn inner(&self) -> &dyn GlobalAlloc {
+        &self.inner
+    }
+}
+
 impl<A: GlobalAlloc> Drop for Pool<A> {
     fn drop(&mut self) {
-        let p = *self.core.get_mut();
-        if p.is_null() {
+        let Some(core) = self.engine.core() else {
             return;
-        }
+        };
+        let p = core as *const Core as *mut Core;
+        let src: &dyn ArenaSource = self;
         // SAFETY: `p` is our core; `&mut self` means no thread uses the pool.
         let uid = unsafe { (*p).uid };
         stats::unregister(p as usize, uid);
         for i in 0..MAX_HEAPS {
             // SAFETY: as above.
-            let h = unsafe { (*p).heaps[i].swap(ptr::null_mut(), Ordering::AcqRel) };
+            let h = unsafe { (*p).heaps[i].swap(std::ptr::null_mut(), Ordering::AcqRel) };
             if h.is_null() {
                 continue;
             }
             // SAFETY: we own every heap now; each was allocated by `inner` with
             // `Layout::new::<Heap>()` in `create_heap`. `release_all` uses the core (still alive).
             unsafe {
-                (*(*h).state.get()).release_all(&*self);
+                (*(*h).state.get()).release_all(src);
                 self.inner.dealloc(h as *mut u8, Layout::new::<Heap>());
             }
         }
         // SAFETY: nobody else uses the map or the core; the core came from `inner` in `init`.
         unsafe {
-            (*p).map.free_all(&self.inner, &self.geo);
+            (*p).map.free_all(&self.inner, &self.engine.geo);
             self.inner.dealloc(p as *mut u8, Layout::new::<Core>());
         }
-        *self.core.get_mut() = ptr::null_mut();
+        self.engine.forget_core();
     }
 }

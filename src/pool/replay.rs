@@ -120,7 +120,7 @@ pub struct Outcome {
 /// # Ok::<(), String>(())
 /// ```
 pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String> {
-    let zero = pool.geo.max_small + 1;
+    let zero = pool.engine.geo.max_small + 1;
     let align = 8;
     let layout = |n: usize| Layout::from_size_align(if n == 0 { zero } else { n }, align);
     // Ids may be anything below 2^31: a map, not a vector indexed by id. Ordered, so the cleanup
@@ -222,7 +222,7 @@ pub fn snapshot_json(s: &Snapshot) -> Value {
 /// # Ok::<(), String>(())
 /// ```
 pub fn full_json<A: GlobalAlloc>(pool: &Pool<A>, st: &PoolStats) -> Value {
-    let g = &pool.geo;
+    let g = &pool.engine.geo;
     let classes: Vec<Value> = st
         .classes
         .iter()

@@ -74,7 +74,7 @@ impl Core {
 
     /// Frees, through `src` (the pool), the blocks other threads freed into heaps that no thread
     /// is using.
-    pub fn drain_idle<S: ArenaSource>(&self, src: &S) {
+    pub fn drain_idle(&self, src: &dyn ArenaSource) {
         // SAFETY: `with_idle_heaps` gives exclusive access to each heap it passes.
         self.with_idle_heaps(|h| unsafe { h.drain(src) });
     }

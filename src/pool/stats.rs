@@ -378,7 +378,10 @@ mod tests {
             // SAFETY: a non-zero size; the block goes back to the pool it came from.
             unsafe { pool.dealloc(pool.alloc(layout), layout) };
         }
-        let uids: Vec<u64> = pools.iter().map(|p| p.uid()).collect();
+        let uids: Vec<u64> = pools
+            .iter()
+            .filter_map(|p| p.engine.core().map(|c| c.uid))
+            .collect();
         // Nothing allocates under the registry lock.
         let ours = with_registry(|cores| cores.filter(|c| uids.contains(&c.uid)).count());
         assert_eq!(ours, POOLS);
