@@ -143,7 +143,7 @@ impl Header {
     ///
     /// # Safety
     /// `user` must be a block returned by the tracker, so the 8 bytes before it belong to it.
-    #[inline]
+    #[cfg_attr(not(debug_assertions), inline)]
     pub unsafe fn write(self, user: *mut u8) {
         // SAFETY: the caller guarantees the 8 bytes before `user` are the block's prefix; the
         // write is unaligned-safe.
@@ -154,7 +154,7 @@ impl Header {
     ///
     /// # Safety
     /// `user` must be a block returned by the tracker.
-    #[inline]
+    #[cfg_attr(not(debug_assertions), inline)]
     pub unsafe fn read(user: *const u8) -> Header {
         // SAFETY: as for `write`.
         Header::from_bits(unsafe { (user.sub(HEADER_SIZE) as *const u64).read_unaligned() })
@@ -162,7 +162,7 @@ impl Header {
 }
 
 /// Bytes in front of the user's block: the header, padded to keep the requested alignment.
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn prefix(align: usize) -> usize {
     // Alignments are powers of two: above the header's, they are at least 16. A maximum, not a
     // branch, so that a free of a block of unknown alignment takes no branch here.
@@ -170,14 +170,14 @@ pub fn prefix(align: usize) -> usize {
 }
 
 /// The layout to ask the inner allocator for, or `None` when the size cannot be represented.
-#[inline]
+#[cfg_attr(not(debug_assertions), inline)]
 pub fn outer_layout(layout: Layout) -> Option<Layout> {
     outer_for(layout.size(), layout.align())
 }
 
 /// The inner layout for a block of `size` bytes aligned to `align` (a power of two, as every
 /// `Layout`'s alignment is).
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn outer_for(size: usize, align: usize) -> Option<Layout> {
     let prefix = prefix(align);
     // `prefix` is a power of two >= `align`; a `Layout` needs `total` rounded up to it to fit in
@@ -199,7 +199,7 @@ pub fn outer_for(size: usize, align: usize) -> Option<Layout> {
 ///
 /// # Safety
 /// `outer_for(size, prefix)` must be `Some`, as it was when the block was allocated.
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub unsafe fn outer_of_allocated(size: usize, prefix: usize) -> Layout {
     // SAFETY: the caller guarantees `outer_for` accepted this size and prefix, and it builds
     // exactly this layout (`prefix(prefix) == prefix`).

@@ -162,7 +162,7 @@ impl Recording {
 
     /// Records the end of a block of `size` bytes whose header is `h`; returns whether the block
     /// is one of heapdelta's own from `System` (see `Tracker::OWN_FROM_SYSTEM`).
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn on_free(&self, h: Header, size: usize) -> bool {
         // Inline only for blocks without a tag, outside scopes, and with a call site only when
         // sites are exact; without one, only for blocks born in the current epoch.

@@ -583,7 +583,7 @@ pub fn fast<R>(f: impl FnOnce(&Ctx) -> R) -> Option<R> {
 /// below `high_ceiling`, see `State::admit`). Counts the block and returns its header; returns
 /// `None` having changed nothing when that does not hold or `door` is closed, so the caller runs
 /// the general path instead.
-#[inline(always)]
+#[cfg_attr(not(debug_assertions), inline(always))]
 pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
     // Borrowed outside `try_with`, whose closure the compiler may keep out of line.
     let st = state()?;
