@@ -185,6 +185,36 @@ fn a_file_that_is_not_json_is_malformed() {
     assert!(format_error("heap: 12 MiB").contains("malformed JSON"));
 }
 
+/// Counts the bytes read through it.
+struct Counted<R> {
+    inner: R,
+    read: usize,
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn binary_input_is_malformed_from_its_first_bytes_without_reading_the_rest() {
+    use std::io::Read;
+    // As `/dev/zero`, which never ends; 16 MiB of it here.
+    let mut zeros = Counted {
+        inner: std::io::repeat(0).take(16 << 20),
+        read: 0,
+    };
+    let msg = match Snapshot::read_json_from(&mut zeros) {
+        Err(Error::Format(msg)) => msg,
+        other => panic!("expected a format error, got {other:?}"),
+    };
+    assert!(msg.contains("malformed JSON"), "{msg}");
+    assert!(zeros.read <= 1 << 16, "read {} bytes", zeros.read);
+}
+
 #[test]
 fn json_without_the_version_field_is_not_a_heapdelta_file() {
     assert!(format_error(r#"{"label": "x"}"#).contains("heapdelta_format"));

@@ -186,7 +186,22 @@ impl<'de> Deserialize<'de> for Envelope {
 pub(crate) fn read_contents(mut r: impl Read) -> Result<Contents, Error> {
     crate::thread::untracked(|| {
         let mut text = Vec::new();
-        r.read_to_end(&mut text)?;
+        // Up to the first byte that is not whitespace, then the rest only if it can open a JSON
+        // value: binary input (`/dev/zero`, which never ends) is told from its first byte.
+        let first = loop {
+            let start = text.len();
+            let n = r.by_ref().take(1 << 16).read_to_end(&mut text)?;
+            if let Some(b) = text[start..].iter().find(|b| !b.is_ascii_whitespace()) {
+                break Some(*b);
+            }
+            if n == 0 {
+                break None;
+            }
+        };
+        let opens_a_value = |b: u8| b"{[\"-tfn".contains(&b) || b.is_ascii_digit();
+        if first.is_some_and(opens_a_value) {
+            r.read_to_end(&mut text)?;
+        }
         if text.starts_with(&[0x1f, 0x8b]) {
             return Err(Error::Format(
                 "a gzip-compressed file (a pprof profile?), not heapdelta JSON: heapdelta reads \
