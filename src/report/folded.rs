@@ -9,13 +9,22 @@ use std::io;
 use std::path::Path;
 
 use crate::diff::Delta;
+use crate::report::text::breaks_line;
+#[cfg(feature = "flamegraph")]
+use crate::report::text::OneLine;
 use crate::report::{delta_sites, snapshot_sites, SiteFigures, UNKNOWN_SITE};
 use crate::snapshot::Snapshot;
 
 /// A frame name as a folded-stack element: `;` separates frames and a line ends a stack, so
-/// neither may appear inside one, and control characters (which no SVG may hold) read as spaces.
+/// neither may appear inside one; what `OneLine` escapes (control characters, noncharacters,
+/// which no SVG may hold) reads as a space; and a name with nothing to show (from a file) is
+/// `(unknown)`, which flamegraph tools would otherwise drop with its bytes.
 fn element(name: &str) -> String {
-    name.replace(';', ",").replace(char::is_control, " ")
+    let name = name.replace(';', ",").replace(breaks_line, " ");
+    match name.trim().is_empty() {
+        true => "(unknown)".to_string(),
+        false => name,
+    }
 }
 
 /// One line per stack with positive live bytes, outermost frame first, largest first. Under the
@@ -212,7 +221,7 @@ fn flamegraph(folded: &str, recorded: bool, title: &str, path: &Path) -> io::Res
             ));
         }
         let mut options = inferno::flamegraph::Options::default();
-        options.title = title.to_string();
+        options.title = OneLine(title).to_string();
         options.count_name = "bytes".to_string();
         options.name_type = "Site:".to_string();
         options.colors = inferno::flamegraph::color::Palette::Basic(
@@ -314,5 +323,31 @@ mod tests {
             fold(&[site]),
             format!("{mark};app::main;app::load;src/main.rs:10;[String] 100\n")
         );
+    }
+
+    /// A site whose one frame is `function`, without file or type, holding 100 bytes.
+    fn named(function: &str) -> SiteFigures {
+        let mut site = in_load(10, None, 100);
+        site.site = Site::with_type(
+            vec![Frame {
+                function: function.to_string(),
+                file: None,
+                line: None,
+            }],
+            None,
+        );
+        site
+    }
+
+    #[test]
+    fn a_frame_without_a_name_folds_as_unknown_not_as_an_empty_stack() {
+        // An empty stack is dropped, bytes and all, by flamegraph tools (a fuzz run's file).
+        assert_eq!(fold(&[named(" ")]), "(unknown) 100\n");
+    }
+
+    #[test]
+    fn noncharacters_and_bidirectional_controls_in_a_name_read_as_spaces() {
+        // XML admits no noncharacter: an SVG holding one does not open.
+        assert_eq!(fold(&[named("a\u{ffff}b\u{202e}c")]), "a b c 100\n");
     }
 }

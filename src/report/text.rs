@@ -12,13 +12,23 @@ use crate::snapshot::Snapshot;
 /// Sites, types and classes listed under a step line.
 const TOP: usize = 5;
 
-/// `s` with control characters and line separators escaped (`\n`, `\u{1b}`, `\u{2028}`): a
-/// label or name read from a file stays on its line and cannot drive the terminal.
+/// `s` with control characters, line separators, bidirectional controls and noncharacters escaped
+/// (`\n`, `\u{1b}`, `\u{2028}`, `\u{202e}`, `\u{ffff}`): a label or name read from a file stays
+/// on its line, cannot drive the terminal or turn the rest of the line around, and can be written
+/// into an SVG (XML admits no noncharacter).
 pub(crate) struct OneLine<'a>(pub &'a str);
 
-/// Whether `c` would break a line or drive a terminal: what `OneLine` escapes.
+/// Whether `c` would break a line, drive a terminal, reorder the text around it or make XML
+/// invalid: what `OneLine` escapes.
 pub(crate) fn breaks_line(c: char) -> bool {
-    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{61c}' | '\u{200e}' | '\u{200f}'
+        )
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        || matches!(c, '\u{fdd0}'..='\u{fdef}')
+        || (c as u32) & 0xfffe == 0xfffe
 }
 
 impl Display for OneLine<'_> {
@@ -913,6 +923,14 @@ impl Display for Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_escapes_what_would_turn_the_line_around_or_break_an_svg() {
+        assert_eq!(
+            OneLine("a\u{202e}b\u{ffff}c\nd").to_string(),
+            "a\\u{202e}b\\u{ffff}c\\nd"
+        );
+    }
     use crate::snapshot::{ClassCount, SiteCount, SiteList, Snapshot};
     use crate::stats::Counts;
 
