@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use once_cell::sync::OnceCell;
 
-use crate::report::text::{breaks_line, OneLine};
+use crate::report::text::{breaks_line, thousands, OneLine};
 use crate::tracker::CallSites;
 
 /// The environment variable read.
@@ -156,6 +156,10 @@ fn parse_on_off(val: &str) -> Result<bool, String> {
 fn parse_keep(val: &str) -> Result<usize, String> {
     match val.parse::<usize>() {
         Ok(n) if n >= 2 => Ok(n),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => Err(format!(
+            "too large: at most {} checkpoints",
+            thousands(usize::MAX as u64)
+        )),
         _ => Err("expected a number of checkpoints of at least 2".to_string()),
     }
 }
@@ -174,7 +178,8 @@ fn parse_every(val: &str) -> Result<Duration, String> {
     if secs.is_nan() || secs < MIN_EVERY_SECS {
         return Err(expected());
     }
-    Duration::try_from_secs_f64(secs).map_err(|_| expected())
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| format!("too large: at most {} seconds", thousands(u64::MAX)))
 }
 
 /// 0: not read yet; 1: being read; 2: applied.
@@ -618,6 +623,19 @@ mod tests {
             assert_eq!(config.keep, None, "{val}");
             assert!(why.contains("at least 2"), "{why}");
         }
+    }
+
+    #[test]
+    fn a_value_too_large_says_so_rather_than_asking_for_at_least_the_least() {
+        let (config, why) = bad("every=1e300");
+        assert_eq!(config.every, None);
+        assert!(
+            why.contains("too large: at most 18,446,744,073,709,551,615 seconds"),
+            "{why}"
+        );
+        let (config, why) = bad("keep=99999999999999999999");
+        assert_eq!(config.keep, None);
+        assert!(why.contains("too large: at most"), "{why}");
     }
 
     #[test]
