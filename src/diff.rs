@@ -1123,6 +1123,7 @@ impl Timeline {
         }
         if position(end) == position(start) {
             return Err(Error::EmptyWindow {
+                from: from.to_string(),
                 label: to.to_string(),
             });
         }
@@ -1429,6 +1430,17 @@ mod tests {
         let err = t.between("b", "b").unwrap_err();
         assert!(matches!(err, Error::EmptyWindow { .. }), "{err:?}");
         assert!(err.to_string().contains("holds no step"), "{err}");
+    }
+
+    #[test]
+    fn a_window_between_two_names_of_one_checkpoint_names_both() {
+        let t = labelled_timeline(&["a", "b"]);
+        let err = t.between("b", "b#1").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(r#""b" and "b#1" name the same checkpoint: the window holds no step"#),
+            "{err}"
+        );
     }
 
     #[test]

@@ -44,7 +44,9 @@ pub enum Error {
     },
     /// The window starts and ends at the same checkpoint, so it holds no step.
     EmptyWindow {
-        /// The label asked for as both ends.
+        /// The label asked for as the start.
+        from: String,
+        /// The label asked for as the end.
         label: String,
     },
     /// Several checkpoints have this label, so which one is meant cannot be told.
@@ -113,11 +115,20 @@ impl fmt::Display for Error {
                 f,
                 "checkpoint {to:?} comes before {from:?}: give the earlier checkpoint first"
             ),
-            Error::EmptyWindow { label } => write!(
-                f,
-                "the window from {label:?} to {label:?} holds no step: give the checkpoint before \
-                 it as the start for the step that ends at {label:?}"
-            ),
+            Error::EmptyWindow { from, label } => {
+                match from == label {
+                    true => write!(f, "the window from {label:?} to {label:?} holds no step")?,
+                    false => write!(
+                        f,
+                        "{from:?} and {label:?} name the same checkpoint: the window holds no step"
+                    )?,
+                }
+                write!(
+                    f,
+                    ": give the checkpoint before it as the start for the step that ends at \
+                     {label:?}"
+                )
+            }
             Error::AmbiguousLabel {
                 label,
                 count,
