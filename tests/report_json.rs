@@ -316,18 +316,26 @@ fn a_directory_is_an_io_error() {
 #[test]
 fn extreme_counts_in_a_file_do_not_panic_when_diffed() {
     // The last checkpoint's cache (its 4 KiB class and its site) near the largest count a file
-    // may hold, the totals with it, and its epoch the largest.
-    let extreme = i64::MAX as u64 - (1 << 20);
+    // may hold, in 4 KiB blocks, the totals with it, and its epoch the largest.
+    let extreme = (i64::MAX as u64 - (1 << 20)) / 4096 * 4096;
     let mut checkpoints: Vec<serde_json::Value> =
         (0..=common::STEPS).map(common::snapshot).collect();
     let last = checkpoints.last_mut().unwrap();
-    let grown = extreme - last["classes"][2]["alloc_bytes"].as_u64().unwrap();
-    assert_eq!(last["classes"][2]["size"], 4096);
-    last["classes"][2]["alloc_bytes"] = extreme.into();
+    let class = &mut last["classes"][2];
+    assert_eq!(class["size"], 4096);
+    let grown = extreme - class["alloc_bytes"].as_u64().unwrap();
+    let more = grown / 4096;
+    assert_eq!(grown % 4096, 0, "the class counts whole 4 KiB blocks");
+    class["alloc_bytes"] = extreme.into();
+    class["alloc_blocks"] = (class["alloc_blocks"].as_u64().unwrap() + more).into();
     last["sites"][0]["alloc_bytes"] = extreme.into();
     for field in ["total_bytes", "live_bytes", "peak_bytes"] {
         let t = &mut last["totals"][field];
         *t = (t.as_u64().unwrap() + grown).into();
+    }
+    for field in ["total_blocks", "live_blocks", "peak_blocks"] {
+        let t = &mut last["totals"][field];
+        *t = (t.as_u64().unwrap() + more).into();
     }
     last["epoch"] = u32::MAX.into();
     let wild = common::timeline_file_of(checkpoints);
@@ -338,6 +346,57 @@ fn extreme_counts_in_a_file_do_not_panic_when_diffed() {
     }
     let _ = t.growing();
     let _ = t.to_string();
+}
+
+/// The message of the format error `edit` makes of the snapshot file of the shared fixture.
+fn error_after(edit: impl FnOnce(&mut serde_json::Value)) -> String {
+    let mut snapshot = common::snapshot(common::STEPS);
+    edit(&mut snapshot);
+    format_error(&common::snapshot_file_of(snapshot))
+}
+
+#[test]
+fn a_size_that_is_no_size_class_is_rejected() {
+    let msg = error_after(|s| s["classes"][0]["size"] = 20.into());
+    assert!(msg.contains("20 B is not a size class"), "{msg}");
+}
+
+#[test]
+fn a_size_class_counting_bytes_its_requests_cannot_hold_is_rejected() {
+    // The 4 KiB class holds requests of 3,585 to 4,096 bytes.
+    let msg = error_after(|s| {
+        let class = &mut s["classes"][2];
+        assert_eq!(class["size"], 4096);
+        class["alloc_bytes"] = (class["alloc_blocks"].as_u64().unwrap() * 4096 + 1).into();
+    });
+    assert!(
+        msg.contains("holds requests of 3585 to 4096 bytes"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_site_counting_more_than_the_heap_held_is_rejected() {
+    // A fuzz run's file: a 132 KiB heap whose first site had allocated 8 EiB.
+    let msg = error_after(|s| s["sites"][0]["alloc_bytes"] = (i64::MAX as u64).into());
+    assert!(
+        msg.contains("site 1 counts 9223372036854775807 bytes"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn time_before_the_start_is_rejected() {
+    for seconds in [-5.0, -1e300] {
+        let msg = error_after(|s| s["seconds"] = seconds.into());
+        assert!(msg.contains("seconds since the start"), "{msg}");
+    }
+}
+
+#[test]
+fn sampling_once_per_zero_bytes_is_rejected() {
+    let msg = error_after(|s| s["sampled_mean"] = 0.into());
+    assert!(msg.contains("sampled once per 0 bytes"), "{msg}");
 }
 
 #[test]

@@ -31,6 +31,7 @@ use crate::callsite::{self, Site, SiteId};
 use crate::diff::Timeline;
 use crate::error::Error;
 use crate::report::write_file;
+use crate::sizeclass;
 use crate::snapshot::{ChunkMemo, SiteCount, Snapshot};
 use crate::stats::{self, Counts};
 use crate::PoolStats;
@@ -335,6 +336,16 @@ fn check_snapshot(s: &Snapshot) -> Result<(), String> {
             ));
         }
     }
+    if !(s.seconds.is_finite() && s.seconds >= 0.0) {
+        return Err(format!("{} seconds since the start", s.seconds));
+    }
+    if s.sampled_mean == Some(0) {
+        return Err("call sites sampled once per 0 bytes".to_string());
+    }
+    for c in &s.classes {
+        check_class(c.size, &c.counts)?;
+    }
+    check_bounds(s)?;
     if let Some(p) = &s.pool {
         check_pool(p)?;
     }
@@ -380,6 +391,74 @@ fn check_sums(s: &Snapshot) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks that `size` names a size class and that its counters are of requests in it: every
+/// request counted there is larger than the class below and at most `size` bytes.
+fn check_class(size: u64, c: &Counts) -> Result<(), String> {
+    let idx = sizeclass::class_of(usize::try_from(size).unwrap_or(usize::MAX));
+    if size == 0 || sizeclass::class_size(idx) != size {
+        return Err(format!("{size} B is not a size class"));
+    }
+    // (A request of 0 bytes, which `GlobalAlloc` never sees, would count in the first class.)
+    let least = match idx {
+        0 => 0,
+        _ => sizeclass::class_size(idx - 1) + 1,
+    };
+    let within = |blocks: u64, bytes: u64| {
+        let (blocks, bytes) = (u128::from(blocks), u128::from(bytes));
+        blocks * u128::from(least) <= bytes && bytes <= blocks * u128::from(size)
+    };
+    if !within(c.alloc_blocks, c.alloc_bytes) || !within(c.free_blocks, c.free_bytes) {
+        return Err(format!(
+            "inconsistent counters: size class {size} B counts {} bytes in {} allocations and {} \
+             bytes in {} frees, but holds requests of {least} to {size} bytes",
+            c.alloc_bytes, c.alloc_blocks, c.free_bytes, c.free_blocks
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that no call site or scope tag counts more than the whole heap could hold. They are read
+/// a moment after the totals, so with other threads allocating meanwhile they can count a little
+/// more (see `check_sums`): the bound is twice the totals and 4 GiB (or 2^32 blocks) more. A
+/// sampled site counts each block it picks as at least the sampling mean.
+fn check_bounds(s: &Snapshot) -> Result<(), String> {
+    let t = &s.totals;
+    let room = |n: u128| 2 * n + (1 << 32);
+    let (bytes, blocks) = (u128::from(t.total_bytes), u128::from(t.total_blocks));
+    let (site_bytes, site_blocks) = match s.sampled_mean {
+        // An estimate of `bytes` per block picked, `mean / size` blocks of `size` bytes.
+        Some(mean) => (bytes + u128::from(mean) * blocks, u128::from(mean) * blocks),
+        None => (bytes, blocks),
+    };
+    let over = |c: &Counts, bytes: u128, blocks: u128| {
+        u128::from(c.alloc_bytes) > room(bytes) || u128::from(c.alloc_blocks) > room(blocks)
+    };
+    if let Some(g) = s.tags.iter().find(|g| over(&g.counts, bytes, blocks)) {
+        return Err(format!(
+            "inconsistent counters: tag {:?} counts {} bytes in {} allocations, of {} bytes in {} \
+             blocks ever allocated",
+            g.tag, g.counts.alloc_bytes, g.counts.alloc_blocks, t.total_bytes, t.total_blocks
+        ));
+    }
+    let unit = u128::from(stats::UNIT);
+    if let Some(c) = s
+        .sites
+        .iter()
+        .find(|c| over(&c.counts, site_bytes, site_blocks * unit))
+    {
+        return Err(format!(
+            "inconsistent counters: site {} counts {} bytes in {} allocations, of {} bytes in {} \
+             blocks ever allocated",
+            c.id,
+            c.counts.alloc_bytes,
+            in_blocks(c.counts.alloc_blocks, stats::UNIT),
+            t.total_bytes,
+            t.total_blocks
+        ));
+    }
+    Ok(())
+}
+
 /// Checks what a pool's statistics guarantee however they were read: the bytes in use are those of
 /// the classes' blocks, and the bytes reserved are whole arenas.
 fn check_pool(p: &PoolStats) -> Result<(), String> {
@@ -393,6 +472,26 @@ fn check_pool(p: &PoolStats) -> Result<(), String> {
             "inconsistent pool statistics: {} bytes in use, but the size classes hold {}",
             p.bytes_in_use,
             in_classes.map_or_else(|| "more than 2^64".to_string(), |b| b.to_string())
+        ));
+    }
+    let counts = [
+        p.arenas_allocated_total,
+        p.arenas_highwater,
+        p.unused_pools,
+        p.large_blocks,
+        p.large_bytes,
+    ];
+    if counts.iter().any(|&n| n > MAX_COUNT) {
+        return Err(format!("pool statistics above {MAX_COUNT}"));
+    }
+    // (Taken so, each read after the live count and at least it.)
+    if p.arenas_highwater < p.arenas_current
+        || p.arenas_allocated_total.checked_sub(p.arenas_current) != Some(p.arenas_reclaimed)
+    {
+        return Err(format!(
+            "inconsistent pool statistics: {} arenas live, {} at most, {} ever allocated and {} \
+             given back",
+            p.arenas_current, p.arenas_highwater, p.arenas_allocated_total, p.arenas_reclaimed
         ));
     }
     // (`PoolConfig` arenas are powers of two from 64 KiB to 2 GiB.)
@@ -771,6 +870,31 @@ mod tests {
             ..one_arena()
         });
         assert!(msg.contains("5 bytes reserved in 1 arenas"), "{msg}");
+    }
+
+    #[test]
+    fn pool_statistics_whose_arena_counts_disagree_are_rejected() {
+        for pool in [
+            PoolStats {
+                arenas_highwater: 0,
+                ..one_arena()
+            },
+            PoolStats {
+                arenas_reclaimed: 7,
+                ..one_arena()
+            },
+        ] {
+            let msg = pool_error(pool);
+            assert!(
+                msg.contains("inconsistent pool statistics: 1 arenas live"),
+                "{msg}"
+            );
+        }
+        let msg = pool_error(PoolStats {
+            large_bytes: u64::MAX,
+            ..one_arena()
+        });
+        assert!(msg.contains("pool statistics above"), "{msg}");
     }
 
     #[test]
