@@ -1013,6 +1013,27 @@ impl Timeline {
         rose.then(|| (n, live(window[n]).saturating_sub(live(window[0])), sited))
     }
 
+    /// Over the steps [`growing`](Timeline::growing) looks at: the live total's change, and the
+    /// sites whose live bytes rose in some of those steps but not all and grew over them, the
+    /// most first. A leak's own tables grow so, by doubling now and then (a user trial: an
+    /// interner's strings grew at every step, +48.9 KiB, its map and vector +328 KiB in two).
+    /// `None` under two steps.
+    pub(crate) fn grown_in_window(&self) -> Option<(i64, Vec<Growth>)> {
+        let ends = self.unbroken_step_ends();
+        let n = GROWTH_WINDOW.min(ends.len().saturating_sub(1));
+        if n < 2 {
+            return None;
+        }
+        let live = |s: &Snapshot| s.totals.live_bytes as i64;
+        let change = live(ends[ends.len() - 1]).saturating_sub(live(ends[ends.len() - n - 1]));
+        let mut some: Vec<Growth> = growing_over(&ends, 1, n)
+            .into_iter()
+            .filter(|g| g.steps_grown < n && g.live_bytes > 0)
+            .collect();
+        some.sort_by_key(|g| std::cmp::Reverse(g.live_bytes));
+        Some((change, some))
+    }
+
     /// The checkpoint labelled `label`; an error when no checkpoint has that label, or when
     /// several have it (which one is meant cannot be told). `label#n` picks the `n`th checkpoint
     /// labelled `label` the timeline holds (from 1, in the order they were taken; with

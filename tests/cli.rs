@@ -498,7 +498,10 @@ fn diff_top_limits_the_rows() {
         "1",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
+    // The summary, the header and one row; then the note on the sites that did not change.
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", run.stdout);
+    assert!(lines[3].contains("alike: no change"), "{}", run.stdout);
 }
 
 #[test]

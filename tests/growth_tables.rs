@@ -157,3 +157,32 @@ fn a_window_that_shrank_lists_what_fell_most_first() {
     assert!(first.trim_start().starts_with("-97.7 KiB"), "{table}");
     drop(kept);
 }
+
+#[inline(never)]
+fn churn() {
+    for _ in 0..10 {
+        drop(std::hint::black_box(vec![3u8; 700]));
+    }
+}
+
+#[test]
+fn sites_that_did_not_change_are_counted_under_the_table_not_listed() {
+    let mut kept = Vec::with_capacity(100);
+    let (_, d) = heapdelta::measure(|| {
+        load_images(&mut kept);
+        churn();
+    });
+    let table = d.table(By::Site, 10);
+    let rows = rows(&table);
+    let listed = rows.iter().filter(|r| !r.trim_start().starts_with('('));
+    assert!(!listed.clone().any(|r| r.contains("churn")), "{table}");
+    assert_eq!(listed.count(), 1, "{table}");
+    let note = rows.last().map_or("", |r| r.trim());
+    assert!(
+        note.starts_with(
+            "(1 site was allocated and freed alike: no change; the busiest, 10 allocs: \
+             growth_tables::churn"
+        ),
+        "{table}"
+    );
+}

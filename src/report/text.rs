@@ -240,7 +240,8 @@ pub enum By {
 
 impl Delta {
     /// The growth grouped `by` call site, size class, scope tag or type, the largest changes
-    /// first (growth or fall), as a table of at most `top` rows: live bytes, live blocks, then
+    /// first (growth or fall), as a table of at most `top` rows (those that did not change are
+    /// counted under it, not listed): live bytes, live blocks, then
     /// allocations (or, by tag, bytes allocated) and the group's name, like tracemalloc's
     /// `compare_to` or pympler's summary diff. Sampled call-site figures get a line saying they
     /// are estimates.
@@ -328,8 +329,18 @@ impl Delta {
             // Whether anything was counted at all, before `top` cuts the rows (a review: with a
             // top of 0, a delta with sites read "no call site was recorded").
             let empty = rows.is_empty();
+            // Rows that did not change are counted, not listed: a user trial's table of the
+            // twenty largest changes was half `+0 B  +0` rows of churn.
+            // (The busiest of them is named: an earlier trial looked for its churn site there.)
+            let unchanged = rows.iter().filter(|r| r.0 == 0 && r.1 == 0).count();
+            let busiest = rows
+                .iter()
+                .find(|r| r.0 == 0 && r.1 == 0 && r.2 > 0)
+                .filter(|_| !self.is_comparison())
+                .map(|r| format!("; the busiest, {} {third}: {}", r.3, r.4));
             let cells: Vec<[String; 4]> = rows
                 .into_iter()
+                .filter(|r| r.0 != 0 || r.1 != 0)
                 .take(top)
                 .map(|(live_bytes, live_blocks, _, third, name)| {
                     let third = if self.is_comparison() {
@@ -359,6 +370,24 @@ impl Delta {
                     format!("nothing was counted by {name} here")
                 };
                 let _ = writeln!(out, "{:>12}  ({nothing})", "");
+            } else if unchanged > 0 {
+                let plural = match by {
+                    By::Class => "size classes",
+                    By::Site => "sites",
+                    By::Tag => "tags",
+                    By::Type => "types",
+                };
+                let (what, were) = match unchanged {
+                    1 => (name, "was"),
+                    _ => (plural, "were"),
+                };
+                let _ = writeln!(
+                    out,
+                    "{:>12}  ({} {what} {were} allocated and freed alike: no change{})",
+                    "",
+                    thousands(unchanged as u64),
+                    busiest.unwrap_or_default()
+                );
             }
             out
         })
@@ -409,7 +438,10 @@ impl Display for Delta {
                     bytes(s.freed_older_bytes)
                 ));
             }
-            // The sites that grew most; in a step that shrank, also those that fell most.
+            // The sites that grew most; then those that fell most: in a step that shrank, and
+            // otherwise those that fell by more than a site listed grew (a user trial's cache
+            // step listed `+28.5 KiB` for its new table and `+14 B` lines, not the old table's
+            // `-14.3 KiB`).
             let by_leaf = sites_by_leaf(self);
             let grew = by_leaf.iter().filter(|s| s.live_bytes > 0).count();
             let fell = by_leaf.iter().filter(|s| s.live_bytes < 0).count();
@@ -418,10 +450,18 @@ impl Display for Delta {
                 .filter(|s| s.live_bytes > 0)
                 .take(TOP)
                 .collect();
-            let fell_listed = if self.live_bytes() < 0 {
-                fell.min(TOP)
-            } else {
-                0
+            let fell_listed = match sites.last() {
+                _ if self.live_bytes() < 0 => fell.min(TOP),
+                Some(least) => by_leaf
+                    .iter()
+                    .rev()
+                    .take_while(|s| {
+                        s.live_bytes < 0
+                            && s.live_bytes.unsigned_abs() > least.live_bytes.unsigned_abs()
+                    })
+                    .take(TOP)
+                    .count(),
+                None => 0,
             };
             sites.extend(
                 by_leaf
@@ -817,6 +857,7 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
             first.steps
         ));
         growth_rows(t, &growing, top, &mut lines);
+        grown_in_some_steps(t, &growing, &mut lines);
     } else if let Some((peak, fell, growing)) = t.growing_before_fall() {
         // Not a bare "none" above a list of sites that grew at every step (a user trial read the
         // two as a contradiction): nothing grew at every step up to the last checkpoint.
@@ -841,6 +882,38 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
     lines.push(String::new());
     lines.extend(t.steps().iter().map(Delta::summary));
     lines.join("\n")
+}
+
+/// Sites listed under the growth detector's, at most this many: those that grew over its steps
+/// but not at every one.
+const GROWN_IN_SOME: usize = 3;
+
+/// Under the sites that grew at every step, when they hold less than four fifths of what the live
+/// total rose over those steps: how much they hold, and the sites that grew most in some of the
+/// steps, which a leak's own tables do (they grow by doubling).
+fn grown_in_some_steps(t: &Timeline, growing: &[Growth], lines: &mut Vec<String>) {
+    let Some((change, some)) = t.grown_in_window() else {
+        return;
+    };
+    let held: i64 = growing.iter().map(|g| g.live_bytes).sum();
+    if some.is_empty() || held.saturating_mul(5) >= change.saturating_mul(4) {
+        return;
+    }
+    let steps = growing.first().map_or(0, |g| g.steps);
+    lines.push(format!(
+        "   these hold {} of the {} the live total rose in those steps; grown in some of them:",
+        signed_bytes(held),
+        signed_bytes(change)
+    ));
+    for g in some.iter().take(GROWN_IN_SOME) {
+        lines.push(format!(
+            "   {:>11} in {} of {steps} steps  {}  [{}]",
+            signed_bytes(g.live_bytes),
+            g.steps_grown,
+            g.site,
+            OneLine(g.site.type_name())
+        ));
+    }
 }
 
 /// The rows of the growth detector's sites (the first `top` of `growing`), with the note on
@@ -1018,6 +1091,21 @@ mod tests {
     }
 
     #[test]
+    fn a_site_that_fell_by_more_than_a_listed_one_grew_is_listed_in_a_step_that_rose() {
+        // A user trial's cache: its new table grew, its old one was freed, small sites grew.
+        let text =
+            step_with_sites(&[("table", 100, 0), ("tiny", 2, 0), ("old", 0, 50)]).to_string();
+        let listed: Vec<&str> = text.lines().filter(|l| l.contains(" blk ")).collect();
+        assert_eq!(listed.len(), 3, "{text}");
+        assert!(
+            listed[2].contains("-400 B") && listed[2].contains("old"),
+            "{text}"
+        );
+        let small = step_with_sites(&[("table", 100, 0), ("tiny", 2, 0), ("crumb", 0, 1)]);
+        assert!(!small.to_string().contains("crumb ("), "{small}");
+    }
+
+    #[test]
     fn a_site_that_kept_blocks_larger_than_its_average_allocation_says_their_size() {
         // A string grown in steps (8, 16 then 32 bytes), 200 times: 600 allocations of 18.7 B on
         // average, of which the 200 last, of 32 B, are kept (a user trial read "~19 B per alloc"
@@ -1148,17 +1236,20 @@ mod tests {
     }
 
     #[test]
-    fn table_rows_that_left_nothing_come_busiest_first() {
-        // A user trial: the churn site of a million allocations fell below the top 20, after
-        // the quiet sites whose names sort before it.
+    fn table_rows_that_left_nothing_are_counted_with_the_busiest_named() {
+        // A user trial: the twenty rows of a table were half `+0 B` churn. An earlier one: its
+        // churn site of a million allocations fell below the top 20, after quiet sites.
         let d = step_with_sites(&[("a_quiet", 3, 3), ("z_busy", 1_080_000, 1_080_000)]);
         let table = d.table(By::Site, 10);
-        let names: Vec<&str> = table
-            .lines()
-            .skip(1)
-            .filter_map(|l| l.split_whitespace().nth(4))
-            .collect();
-        assert_eq!(names, ["z_busy", "a_quiet"], "{table}");
+        let lines: Vec<&str> = table.lines().map(str::trim).collect();
+        assert_eq!(lines.len(), 2, "{table}");
+        assert!(
+            lines[1].starts_with(
+                "(2 sites were allocated and freed alike: no change; the busiest, 1,080,000 \
+                 allocs: z_busy"
+            ),
+            "{table}"
+        );
     }
 
     #[test]
@@ -1371,6 +1462,53 @@ mod tests {
             })
             .collect();
         Timeline::new(checkpoints)
+    }
+
+    #[test]
+    fn a_leaks_tables_grown_in_some_steps_are_listed_under_the_sites_grown_at_every_one() {
+        // A user trial's interner: its strings grew at every step, its map by doubling.
+        let at = |line| {
+            Site::new(vec![crate::callsite::Frame {
+                function: "intern".to_string(),
+                file: Some("src/lib.rs".to_string()),
+                line: Some(line),
+            }])
+        };
+        let (strings, map) = (at(63), at(68));
+        let checkpoints = (0..6u32)
+            .map(|epoch| {
+                let map_blocks = [0, 0, 100, 100, 300, 300][epoch as usize];
+                let string_blocks = 10 * u64::from(epoch);
+                let mut s = Snapshot::zero();
+                s.epoch = epoch;
+                s.checkpoint = true;
+                s.totals.live_bytes = 8 * (string_blocks + map_blocks);
+                s.sites = SiteList::new(vec![
+                    SiteCount {
+                        site: Some(strings.clone()),
+                        ..SiteCount::live(1, string_blocks)
+                    },
+                    SiteCount {
+                        site: Some(map.clone()),
+                        ..SiteCount::live(2, map_blocks)
+                    },
+                ]);
+                s
+            })
+            .collect();
+        let text = Timeline::new(checkpoints).to_string();
+        let lines: Vec<&str> = text.lines().take(4).collect();
+        assert_eq!(
+            lines,
+            [
+                "growing at every step (last 5 steps):",
+                "        +400 B over 5 steps  intern (src/lib.rs:63)  [(unknown)]",
+                "   these hold +400 B of the +2.7 KiB the live total rose in those steps; grown in \
+                 some of them:",
+                "      +2.3 KiB in 2 of 5 steps  intern (src/lib.rs:68)  [(unknown)]",
+            ],
+            "{text}"
+        );
     }
 
     #[test]
