@@ -223,6 +223,23 @@ impl Snapshot {
         self.label.as_deref()
     }
 
+    /// This snapshot named `label`, as reports and files then name it (a checkpoint is named by
+    /// its own label; [`snapshot`](crate::snapshot) takes none, and `heapdelta show` of its file
+    /// reads `| snapshot |`). It stays a snapshot: it does not become a checkpoint of the timeline.
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join("heapdelta-doc-labelled.json");
+    /// heapdelta::snapshot().with_label("after warm-up").write_json(&path)?;
+    /// let back = heapdelta::Snapshot::read_json(&path)?;
+    /// assert_eq!(back.label(), Some("after warm-up"));
+    /// # let _ = std::fs::remove_file(&path);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_label(mut self, label: impl Into<String>) -> Snapshot {
+        self.label = Some(label.into());
+        self
+    }
+
     /// The pool's statistics at that moment, when a [`Pool`](crate::Pool) is the global
     /// allocator (alone or under the tracker).
     ///
