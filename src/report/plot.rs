@@ -204,10 +204,7 @@ fn series(t: &Timeline) -> Vec<Series> {
         })
         .filter(|(_, growth)| *growth > 0)
         .collect();
-    growing.sort_by(|x, y| {
-        y.1.cmp(&x.1)
-            .then_with(|| x.0.to_string().cmp(&y.0.to_string()))
-    });
+    growing.sort_by_cached_key(|(site, growth)| (std::cmp::Reverse(*growth), site.to_string()));
     // The sites that grew at every step (`Timeline::growing`, the leak) come first: picked by
     // growth alone, one-off table resizes crowded a small steady leak out (a user trial).
     let leaking: Vec<Site> = t.growing().into_iter().map(|g| g.site).collect();

@@ -736,7 +736,7 @@ fn sites_by_leaf(d: &Delta) -> Vec<SiteDelta> {
             (a, b) => a.or(b),
         };
     }
-    merged.sort_by(crate::diff::site_order);
+    crate::diff::sort_sites(&mut merged);
     merged
 }
 
