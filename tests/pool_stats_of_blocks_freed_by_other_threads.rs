@@ -54,8 +54,12 @@ fn blocks_freed_into_a_running_threads_heap_are_not_counted_as_in_use() {
         drop(blocks);
         (held, in_use())
     });
+    // Counted as in use, the blocks waiting would leave the figure where it was. (The figure is
+    // the whole process's: the other test's thread, starting meanwhile, can allocate a few blocks
+    // between the two reads; a CI run saw 16 B.)
+    let others = 1024;
     assert!(
-        held >= BLOCKS as u64 * 48 && freed + BLOCKS as u64 * 48 <= held,
+        held >= BLOCKS as u64 * 48 && freed + BLOCKS as u64 * 48 <= held + others,
         "in use {held} B with the worker's blocks held, {freed} B once main freed them"
     );
 }
