@@ -1,12 +1,16 @@
 //! What a pool does, apart from the type of its inner allocator: set-up, which heap a thread
 //! uses, the block paths and the pass-through of large blocks. `Pool<A>` holds an `Engine` and
-//! its `A`, and hands the engine its inner allocator as `&dyn GlobalAlloc`.
+//! its `A`, and hands the engine itself as `&dyn ArenaSource` (the engine and the inner
+//! allocator, as `&dyn GlobalAlloc`). Every method taking `src` requires that `src` is the pool
+//! holding this engine (`src.engine()` is `self`), as `Pool` always passes it.
 //!
 //! Not generic, so compiled in this crate: a debug build of a program that optimizes heapdelta
 //! (`[profile.dev.package.heapdelta] opt-level = 3`) runs the pool's paths optimized. A generic
 //! function, or one marked `#[inline]`, is compiled in the crate that calls it, at that crate's
-//! level; so the entry points are inlined only when debug assertions are off (release builds),
-//! where the calls through `&dyn GlobalAlloc` fold into calls of the inner allocator itself.
+//! level; so the entry points are inlined only when debug assertions are off (release builds).
+//! Inlined into `Pool<A>`, the calls through `src` become calls of `A` itself; the functions
+//! kept out of line (a new arena or pool, the set-up, a thread's first heap) make them through
+//! the table.
 
 use super::config::Geometry;
 use super::heap::{bump, ArenaSource, HeapState};
@@ -53,10 +57,10 @@ impl Engine {
         }
     }
 
-    /// `GlobalAlloc::alloc` of a pool over `inner`.
+    /// `GlobalAlloc::alloc` of the pool `src`.
     ///
     /// # Safety
-    /// `GlobalAlloc::alloc`'s contract, with `inner` this engine's inner allocator.
+    /// `GlobalAlloc::alloc`'s contract; `src` is the pool holding this engine.
     #[cfg_attr(not(debug_assertions), inline)]
     pub unsafe fn alloc(&self, src: &dyn ArenaSource, layout: Layout) -> *mut u8 {
         if !self.is_small(layout) {
@@ -75,7 +79,7 @@ impl Engine {
         }
     }
 
-    /// `GlobalAlloc::alloc_zeroed` of a pool over `inner`: large requests go to the inner
+    /// `GlobalAlloc::alloc_zeroed` of the pool `src`: large requests go to the inner
     /// allocator's own `alloc_zeroed`, which can hand out fresh zero pages without touching them
     /// (`calloc`); small blocks are zeroed here.
     ///
@@ -96,7 +100,7 @@ impl Engine {
         p
     }
 
-    /// `GlobalAlloc::dealloc` of a pool over `inner`.
+    /// `GlobalAlloc::dealloc` of the pool `src`.
     ///
     /// # Safety
     /// As for [`Engine::alloc`].
@@ -132,10 +136,11 @@ impl Engine {
         unsafe { heap.push_remote(ptr, HeapState::block_class(&self.geo, ptr)) };
     }
 
-    /// `GlobalAlloc::realloc` of a pool over `inner`.
+    /// `GlobalAlloc::realloc` of the pool `src`.
     ///
     /// # Safety
     /// As for [`Engine::alloc`].
+    #[cfg_attr(not(debug_assertions), inline)]
     pub unsafe fn realloc(
         &self,
         src: &dyn ArenaSource,
@@ -179,6 +184,11 @@ impl Engine {
     pub fn core(&self) -> Option<&Core> {
         // SAFETY: `core` is null or points at a `Core` that lives until the pool is dropped.
         unsafe { self.core.load(Ordering::Acquire).as_ref() }
+    }
+
+    /// The core's pointer as published (null until set up), for the pool being dropped to free.
+    pub fn core_ptr(&mut self) -> *mut Core {
+        *self.core.get_mut()
     }
 
     /// Forgets the core, which the pool being dropped has freed.
@@ -343,9 +353,10 @@ impl Engine {
 
     /// Counters summed over all heaps, without allocating, after applying the remote frees
     /// that can be applied without waiting.
-    pub fn raw_stats(&self, src: &dyn ArenaSource) -> RawStats {
-        let Some(core) = self.core() else {
-            return RawStats::new(self.geo);
+    pub fn raw_stats(src: &dyn ArenaSource) -> RawStats {
+        let engine = src.engine();
+        let Some(core) = engine.core() else {
+            return RawStats::new(engine.geo);
         };
         if let Some(h) = local::cached(core.uid).or_else(|| local::cached_slow(core.uid)) {
             // SAFETY: the cached heap is the current thread's own heap of this pool.

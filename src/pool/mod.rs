@@ -169,7 +169,7 @@ impl<A: GlobalAlloc> Pool<A> {
     /// assert_eq!((s.arenas_current, s.bytes_in_use, s.large_blocks), (0, 0, 0));
     /// ```
     pub fn stats(&self) -> PoolStats {
-        self.engine.raw_stats(self).into_stats()
+        Engine::raw_stats(self).into_stats()
     }
 
     /// Walks every heap and checks pymalloc's invariants (list links, `usable_arenas` order,
@@ -284,8 +284,6 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for &Pool<A> {
     }
 }
 
-/// Dropping a pool returns every arena and all metadata to the inner allocator; blocks still
-/// in use become invalid, as with any allocator that goes away.
 impl<A: GlobalAlloc> ArenaSource for Pool<A> {
     #[inline]
     fn engine(&self) -> &Engine {
@@ -298,12 +296,16 @@ impl<A: GlobalAlloc> ArenaSource for Pool<A> {
     }
 }
 
+/// Dropping a pool returns every arena and all metadata to the inner allocator; blocks still
+/// in use become invalid, as with any allocator that goes away.
 impl<A: GlobalAlloc> Drop for Pool<A> {
     fn drop(&mut self) {
-        let Some(core) = self.engine.core() else {
+        // The pointer the core was published with, which may free it (one made from the shared
+        // reference `Engine::core` gives may only read its plain fields).
+        let p = self.engine.core_ptr();
+        if p.is_null() {
             return;
-        };
-        let p = core as *const Core as *mut Core;
+        }
         let src: &dyn ArenaSource = self;
         // SAFETY: `p` is our core; `&mut self` means no thread uses the pool.
         let uid = unsafe { (*p).uid };
