@@ -85,9 +85,9 @@ pub(crate) fn static_tag(name: &str) -> &'static str {
 /// tests of one binary that run in parallel share it, so one that makes many tags can push
 /// another's into `(other tags)`.
 ///
-/// Dropping a guard restores the tag that was current when it was made, so guards must be
-/// dropped in reverse order of creation (as scoped bindings are); dropping an outer guard before
-/// an inner one leaves the outer tag current after both.
+/// Dropping a guard ends its own scope, in any order: dropping an outer guard before an inner
+/// one leaves the inner tag current, then no tag once both are dropped (up to 32 scopes open at
+/// once on a thread; past that, a guard restores the tag that was current when it was made).
 ///
 /// The tag belongs to the thread, not to a task: in async code, a guard held across an `.await`
 /// also tags whatever other tasks run on that thread meanwhile (the guard is not `Send`, so a
@@ -109,10 +109,67 @@ pub(crate) fn static_tag(name: &str) -> &'static str {
 /// ```
 pub fn scope(tag: &'static str) -> ScopeGuard {
     let index = index_of(tag);
+    let previous = thread::set_tag(index);
+    let id = OPEN
+        .try_with(|open| open.borrow_mut().push(previous))
+        .unwrap_or(0);
     ScopeGuard {
-        previous: thread::set_tag(index),
+        id,
+        previous,
         _not_send: PhantomData,
     }
+}
+
+/// Scopes open at once on a thread that end correctly in any order.
+const OPEN_MAX: usize = 32;
+
+/// The thread's open scopes, innermost last: each guard's id and the tag current before it. The
+/// tag current is the innermost scope's; a scope that ends below others hands the tag before it
+/// to the one above it (two tasks' guards interleaved on one thread end so: a user trial's
+/// current-thread runtime left the first task's tag on every later allocation of the thread).
+struct Open {
+    scopes: [(u32, u8); OPEN_MAX],
+    len: usize,
+    /// The last id given (0 is no id: a guard past `OPEN_MAX`, or made during thread exit).
+    last: u32,
+}
+
+impl Open {
+    /// Opens a scope entered with `previous` current; its id, or 0 when full.
+    fn push(&mut self, previous: u8) -> u32 {
+        let Some(slot) = self.scopes.get_mut(self.len) else {
+            return 0;
+        };
+        self.last = self.last.checked_add(1).unwrap_or(1);
+        *slot = (self.last, previous);
+        self.len += 1;
+        self.last
+    }
+
+    /// Ends scope `id`: the tag to make current, or `None` when a scope opened after it is still
+    /// open (its tag stays current) or `id` is not open.
+    fn end(&mut self, id: u32) -> Option<u8> {
+        let open = &mut self.scopes[..self.len];
+        let at = open.iter().position(|&(i, _)| i == id)?;
+        let previous = open[at].1;
+        let innermost = at + 1 == open.len();
+        if !innermost {
+            open[at + 1].1 = previous;
+        }
+        open.copy_within(at + 1.., at);
+        self.len -= 1;
+        innermost.then_some(previous)
+    }
+}
+
+thread_local! {
+    static OPEN: std::cell::RefCell<Open> = const {
+        std::cell::RefCell::new(Open {
+            scopes: [(0, 0); OPEN_MAX],
+            len: 0,
+            last: 0,
+        })
+    };
 }
 
 /// Ends a [`scope`] when dropped, restoring the enclosing tag.
@@ -137,12 +194,23 @@ pub fn scope(tag: &'static str) -> ScopeGuard {
 #[must_use = "the scope ends when the guard is dropped"]
 #[derive(Debug)]
 pub struct ScopeGuard {
+    /// Its place among the thread's open scopes (0: none, see `Open`).
+    id: u32,
+    /// The tag current when it was made.
     previous: u8,
     _not_send: PhantomData<*const ()>,
 }
 
 impl Drop for ScopeGuard {
     fn drop(&mut self) {
-        thread::set_tag(self.previous);
+        let ended = match self.id {
+            0 => Some(self.previous),
+            id => OPEN
+                .try_with(|open| open.borrow_mut().end(id))
+                .unwrap_or(Some(self.previous)),
+        };
+        if let Some(tag) = ended {
+            thread::set_tag(tag);
+        }
     }
 }

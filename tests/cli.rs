@@ -167,6 +167,28 @@ fn diff_between_two_checkpoints_of_a_timeline_is_the_diff_of_their_snapshots() {
 }
 
 #[test]
+fn either_end_of_a_window_left_out_is_the_timelines_first_or_last_checkpoint() {
+    // A user trial's `--from` alone was a usage error.
+    let dir = demo("diff_one_end");
+    let timeline = dir.join("timeline.json");
+    let diff = |args: &[&str]| {
+        let mut all = vec!["diff", arg(&timeline)];
+        all.extend(args);
+        let run = heapdelta(all);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.stdout
+    };
+    assert_eq!(
+        diff(&["--from", "step 2"]),
+        diff(&["--from", "step 2", "--to", "step 4"])
+    );
+    assert_eq!(
+        diff(&["--to", "step 3"]),
+        diff(&["--from", "start", "--to", "step 3"])
+    );
+}
+
+#[test]
 fn diff_takes_either_new_or_a_window_but_not_both() {
     let dir = demo("diff_new_or_window");
     let (old, new) = (dir.join("timeline.json"), dir.join("step4.json"));
@@ -498,10 +520,17 @@ fn diff_top_limits_the_rows() {
         "1",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    // The summary, the header and one row; then the note on the sites that did not change.
+    // The summary, the header and one row; then the count of the other sites that changed, and
+    // the note on those that did not.
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines.len(), 4, "{}", run.stdout);
-    assert!(lines[3].contains("alike: no change"), "{}", run.stdout);
+    assert_eq!(lines.len(), 5, "{}", run.stdout);
+    assert_eq!(
+        lines[3].trim(),
+        "(and 1 more site that changed)",
+        "{}",
+        run.stdout
+    );
+    assert!(lines[4].contains("alike: no change"), "{}", run.stdout);
 }
 
 #[test]
@@ -747,7 +776,11 @@ fn a_label_several_checkpoints_share_is_an_error_not_a_guess() {
 #[test]
 fn bad_arguments_are_a_usage_error() {
     assert_one_line_failure(&heapdelta(["frobnicate"]), 2, "frobnicate");
-    assert_one_line_failure(&heapdelta(["diff", "--from", "a", "x.json"]), 2, "--to");
+    assert_one_line_failure(
+        &heapdelta(["diff", "x.json", "y.json", "--to", "a"]),
+        2,
+        "cannot be used with",
+    );
     assert_one_line_failure(
         &heapdelta(["export", "--format", "svg", "a.json", "-o", "b"]),
         2,

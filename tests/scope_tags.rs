@@ -94,3 +94,27 @@ fn an_empty_tag_name_is_a_tag_like_any_other() {
     assert!(named_empty && !table.contains("(no tag)"), "{table}");
     drop(kept);
 }
+
+#[test]
+fn scopes_ended_out_of_order_leave_the_one_still_open_then_none() {
+    // Two tasks' guards interleaved on one thread (a user trial's current-thread runtime): the
+    // first task's scope ends while the second's is open.
+    let (kept, d) = heapdelta::measure(|| {
+        let first = heapdelta::scope("first");
+        let second = heapdelta::scope("second");
+        drop(first);
+        let in_second = Box::new([0u8; 300]);
+        drop(second);
+        let untagged = Box::new([0u8; 500]);
+        (in_second, untagged)
+    });
+    let live = |tag: &str| {
+        d.tags()
+            .iter()
+            .find(|t| t.tag == tag)
+            .map(|t| t.live_bytes)
+            .unwrap_or(0)
+    };
+    assert_eq!((live("first"), live("second")), (0, 300), "{:?}", d.tags());
+    drop(kept);
+}

@@ -4,16 +4,16 @@
 //! ```text
 //! heapdelta show FILE [--top N]
 //! heapdelta diff OLD NEW [--by site|class|tag|type] [--top N]
-//! heapdelta diff TIMELINE --from LABEL --to LABEL [--by site|class|tag|type] [--top N]
-//! heapdelta flamegraph FILE -o out.svg [--from LABEL --to LABEL] [--folded]
+//! heapdelta diff TIMELINE [--from LABEL] [--to LABEL] [--by site|class|tag|type] [--top N]
+//! heapdelta flamegraph FILE -o out.svg [--from LABEL] [--to LABEL] [--folded]
 //! heapdelta plot TIMELINE -o out.svg
-//! heapdelta export --format pprof|dhat FILE -o OUT [--from LABEL --to LABEL]
+//! heapdelta export --format pprof|dhat FILE -o OUT [--from LABEL] [--to LABEL]
 //! ```
 //!
 //! A FILE is a snapshot or a timeline (`Snapshot::write_json`, `Timeline::write_json`, or the
 //! `report=` file of `HEAPDELTA`). Where one snapshot is needed, a timeline stands for its last
-//! checkpoint; `--from`/`--to` pick the growth between two of its checkpoints instead
-//! (`LABEL#n` is the `n`th labelled `LABEL`). Errors are one line on stderr and exit code 1 (2 for a
+//! checkpoint; `--from`/`--to` pick the growth between two of its checkpoints instead (either
+//! alone: from it to the last, or from the first to it; `LABEL#n` is the `n`th labelled `LABEL`). Errors are one line on stderr and exit code 1 (2 for a
 //! usage error; without a command, its help on stderr and exit code 2).
 
 use std::ffi::OsString;
@@ -63,7 +63,7 @@ enum Command {
         /// timeline whose checkpoints are compared.
         old: PathBuf,
         /// The later snapshot (a timeline: its last checkpoint).
-        #[arg(conflicts_with = "from")]
+        #[arg(conflicts_with_all = ["from", "to"])]
         new: Option<PathBuf>,
         #[command(flatten)]
         window: Window,
@@ -115,11 +115,11 @@ enum Command {
 /// Two checkpoints of a timeline file.
 #[derive(Args)]
 struct Window {
-    /// The checkpoint the growth starts at (with --to; needs a timeline file).
-    #[arg(long, requires = "to", value_name = "LABEL")]
+    /// The checkpoint the growth starts at (needs a timeline file; without it, the first).
+    #[arg(long, value_name = "LABEL")]
     from: Option<String>,
-    /// The checkpoint the growth ends at (with --from).
-    #[arg(long, requires = "from", value_name = "LABEL")]
+    /// The checkpoint the growth ends at (needs a timeline file; without it, the last).
+    #[arg(long, value_name = "LABEL")]
     to: Option<String>,
 }
 
@@ -377,20 +377,53 @@ enum Selection {
 }
 
 fn select(path: &Path, window: &Window) -> Result<Selection, Failure> {
-    match (&window.from, &window.to) {
-        (Some(from), Some(to)) => growth_between(path, from, to).map(Selection::Growth),
-        _ => read_snapshot(path).map(Selection::Live),
+    match window {
+        Window {
+            from: None,
+            to: None,
+        } => read_snapshot(path).map(Selection::Live),
+        _ => growth_between(path, window).map(Selection::Growth),
     }
 }
 
-/// The growth between the checkpoints labelled `from` and `to` of the timeline file at `path`.
-fn growth_between(path: &Path, from: &str, to: &str) -> Result<Delta, Failure> {
-    read_timeline(
+/// The growth between the checkpoints `window` names (`--from`, or the first; `--to`, or the
+/// last) of the timeline file at `path`.
+fn growth_between(path: &Path, window: &Window) -> Result<Delta, Failure> {
+    let t = read_timeline(
         path,
         "--from/--to pick checkpoints of a timeline, and this is a snapshot file",
-    )?
-    .between(from, to)
-    .map_err(|e| fail(path, e))
+    )?;
+    // An end left out is named by its label, or by its place among the checkpoints of its label
+    // (`label#n`) when the label repeats.
+    let by_place = |s: Option<&Snapshot>| {
+        let s = s?;
+        let label = s.label()?;
+        let alike = |c: &&Snapshot| c.label() == Some(label);
+        let place = t
+            .checkpoints()
+            .iter()
+            .take_while(|c| !std::ptr::eq(*c, s))
+            .filter(alike)
+            .count();
+        Some(match t.checkpoints().iter().filter(alike).count() {
+            1 => label.to_string(),
+            _ => format!("{label}#{}", place + 1),
+        })
+    };
+    let (from, to) = (
+        window
+            .from
+            .clone()
+            .or_else(|| by_place(t.checkpoints().first())),
+        window.to.clone().or_else(|| by_place(t.step_ends().last())),
+    );
+    match (from, to) {
+        (Some(from), Some(to)) => t.between(&from, &to).map_err(|e| fail(path, e)),
+        _ => Err(fail(
+            path,
+            "the timeline has no labelled checkpoint to start or end at",
+        )),
+    }
 }
 
 /// The timeline in the file at `path`; `not_one` says why a snapshot file will not do.
@@ -466,9 +499,8 @@ fn diff(old: &Path, new: Option<&Path>, window: &Window, by: By, top: usize) -> 
             let before = named_by_file(read_snapshot(old)?, old_name);
             named_by_file(read_snapshot(new)?, new_name).since(&before)
         }
-        (None, Some(from), Some(to)) => growth_between(old, from, to)?,
-        // The parser gives --from and --to together.
-        (None, _, _) => whole_run(old)?,
+        (None, None, None) => whole_run(old)?,
+        (None, _, _) => growth_between(old, window)?,
     };
     print_out(&growth_table(&delta, by, top))
 }

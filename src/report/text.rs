@@ -333,6 +333,7 @@ impl Delta {
             // twenty largest changes was half `+0 B  +0` rows of churn.
             // (The busiest of them is named: an earlier trial looked for its churn site there.)
             let unchanged = rows.iter().filter(|r| r.0 == 0 && r.1 == 0).count();
+            let changed = rows.len() - unchanged;
             let busiest = rows
                 .iter()
                 .find(|r| r.0 == 0 && r.1 == 0 && r.2 > 0)
@@ -370,13 +371,24 @@ impl Delta {
                     format!("nothing was counted by {name} here")
                 };
                 let _ = writeln!(out, "{:>12}  ({nothing})", "");
-            } else if unchanged > 0 {
-                let plural = match by {
-                    By::Class => "size classes",
-                    By::Site => "sites",
-                    By::Tag => "tags",
-                    By::Type => "types",
-                };
+            }
+            let plural = match by {
+                By::Class => "size classes",
+                By::Site => "sites",
+                By::Tag => "tags",
+                By::Type => "types",
+            };
+            // Rows that changed but were cut by `top`: counted, as a step line does (a user trial).
+            if let Some(more) = changed.checked_sub(top).filter(|&n| n > 0) {
+                let what = if more == 1 { name } else { plural };
+                let _ = writeln!(
+                    out,
+                    "{:>12}  (and {} more {what} that changed)",
+                    "",
+                    thousands(more as u64)
+                );
+            }
+            if !empty && unchanged > 0 {
                 let (what, were) = match unchanged {
                     1 => (name, "was"),
                     _ => (plural, "were"),
@@ -888,15 +900,21 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
 /// but not at every one.
 const GROWN_IN_SOME: usize = 3;
 
-/// Under the sites that grew at every step, when they hold less than four fifths of what the live
-/// total rose over those steps: how much they hold, and the sites that grew most in some of the
-/// steps, which a leak's own tables do (they grow by doubling).
+/// Under the sites that grew at every step: how much of what the live total rose over those steps
+/// they hold, and the sites that grew most in some of the steps, which a leak's own tables do
+/// (they grow by doubling). Said when the sites listed hold less than four fifths of the rise,
+/// or another grew by a tenth of it (a user trial's session map, 3.6 MiB of 32 MiB).
 fn grown_in_some_steps(t: &Timeline, growing: &[Growth], lines: &mut Vec<String>) {
     let Some((change, some)) = t.grown_in_window() else {
         return;
     };
     let held: i64 = growing.iter().map(|g| g.live_bytes).sum();
-    if some.is_empty() || held.saturating_mul(5) >= change.saturating_mul(4) {
+    let short = held.saturating_mul(5) < change.saturating_mul(4);
+    let some: Vec<&Growth> = some
+        .iter()
+        .filter(|g| short || g.live_bytes.saturating_mul(10) >= change)
+        .collect();
+    if some.is_empty() {
         return;
     }
     let steps = growing.first().map_or(0, |g| g.steps);
@@ -1507,6 +1525,52 @@ mod tests {
                  some of them:",
                 "      +2.3 KiB in 2 of 5 steps  intern (src/lib.rs:68)  [(unknown)]",
             ],
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_site_grown_by_a_tenth_of_the_rise_in_some_steps_is_listed_under_those_grown_at_every_one()
+    {
+        // A user trial's sessions: their histories grew at every step, the map of them by
+        // doubling, 11% of the rise.
+        let at = |line| {
+            Site::new(vec![crate::callsite::Frame {
+                function: "record".to_string(),
+                file: Some("src/main.rs".to_string()),
+                line: Some(line),
+            }])
+        };
+        let (history, map) = (at(107), at(105));
+        let checkpoints = (0..6u32)
+            .map(|epoch| {
+                let map_blocks = [0, 0, 0, 0, 120, 120][epoch as usize];
+                let history_blocks = 200 * u64::from(epoch);
+                let mut s = Snapshot::zero();
+                s.epoch = epoch;
+                s.checkpoint = true;
+                s.totals.live_bytes = 8 * (history_blocks + map_blocks);
+                s.sites = SiteList::new(vec![
+                    SiteCount {
+                        site: Some(history.clone()),
+                        ..SiteCount::live(1, history_blocks)
+                    },
+                    SiteCount {
+                        site: Some(map.clone()),
+                        ..SiteCount::live(2, map_blocks)
+                    },
+                ]);
+                s
+            })
+            .collect();
+        let text = Timeline::new(checkpoints).to_string();
+        let lines: Vec<&str> = text.lines().take(4).collect();
+        assert!(
+            lines[2].starts_with("   these hold +7.8 KiB of the +8.8 KiB"),
+            "{text}"
+        );
+        assert!(
+            lines[3].contains("in 1 of 5 steps  record (src/main.rs:105)"),
             "{text}"
         );
     }
