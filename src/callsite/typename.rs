@@ -567,12 +567,22 @@ fn unwrap_type(ty: &str, wrapper: &str) -> Option<String> {
 
 /// A type as shown to users: paths shortened to their last segment
 /// (`alloc::string::String` → `String`) and allocator arguments dropped
-/// (`Vec<u8, alloc::alloc::Global>` → `Vec<u8>`).
+/// (`Vec<u8, alloc::alloc::Global>` → `Vec<u8>`). A closure's or an async function's state keeps
+/// the function it belongs to (`app::handle::{async_fn_env#0}` → `handle::{async_fn_env#0}`:
+/// a user trial's task cells all read `{async_fn_env#0}`).
 pub(crate) fn pretty(ty: &str) -> String {
     let mut out = String::with_capacity(ty.len());
     let mut token = String::new();
     let flush = |token: &mut String, out: &mut String| {
-        let last = token.rsplit("::").next().unwrap_or(token);
+        let last = match token.strip_suffix("::") {
+            Some(owner) => {
+                &token[owner
+                    .rsplit("::")
+                    .next()
+                    .map_or(0, |l| owner.len() - l.len())..]
+            }
+            None => token.rsplit("::").next().unwrap_or(token),
+        };
         out.push_str(last);
         token.clear();
     };
@@ -595,6 +605,15 @@ mod tests {
     /// `derive_marked` with every frame counted as inlined.
     fn derive(trimmed: &[Frame]) -> Option<String> {
         derive_marked(trimmed, &[])
+    }
+
+    #[test]
+    fn the_state_of_a_closure_or_async_function_keeps_its_functions_name() {
+        assert_eq!(
+            pretty("alloc::boxed::Box<tokio::runtime::task::core::Cell<app::handle::{async_fn_env#0}, alloc::sync::Arc<tokio::runtime::scheduler::multi_thread::handle::Handle>>>"),
+            "Box<Cell<handle::{async_fn_env#0}, Arc<Handle>>>"
+        );
+        assert_eq!(pretty("app::main::{closure#1}"), "main::{closure#1}");
     }
 
     #[test]
