@@ -86,8 +86,9 @@ pub(crate) fn static_tag(name: &str) -> &'static str {
 /// another's into `(other tags)`.
 ///
 /// Dropping a guard ends its own scope, in any order: dropping an outer guard before an inner
-/// one leaves the inner tag current, then no tag once both are dropped (up to 32 scopes open at
-/// once on a thread; past that, a guard restores the tag that was current when it was made).
+/// one leaves the inner tag current, then no tag once both are dropped (up to 64 scopes open at
+/// once on a thread, a guard forgotten with `mem::forget` staying open; past that, a guard restores
+/// the tag that was current when it was made).
 ///
 /// The tag belongs to the thread, not to a task: in async code, a guard held across an `.await`
 /// also tags whatever other tasks run on that thread meanwhile (the guard is not `Send`, so a
@@ -121,7 +122,7 @@ pub fn scope(tag: &'static str) -> ScopeGuard {
 }
 
 /// Scopes open at once on a thread that end correctly in any order.
-const OPEN_MAX: usize = 32;
+const OPEN_MAX: usize = 64;
 
 /// The thread's open scopes, innermost last: each guard's id and the tag current before it. The
 /// tag current is the innermost scope's; a scope that ends below others hands the tag before it

@@ -357,32 +357,13 @@ fn error_after(edit: impl FnOnce(&mut serde_json::Value)) -> String {
 
 #[test]
 fn a_size_that_is_no_size_class_is_rejected() {
-    let msg = error_after(|s| s["classes"][0]["size"] = 20.into());
-    assert!(msg.contains("20 B is not a size class"), "{msg}");
-}
-
-#[test]
-fn a_size_class_counting_bytes_its_requests_cannot_hold_is_rejected() {
-    // The 4 KiB class holds requests of 3,585 to 4,096 bytes.
-    let msg = error_after(|s| {
-        let class = &mut s["classes"][2];
-        assert_eq!(class["size"], 4096);
-        class["alloc_bytes"] = (class["alloc_blocks"].as_u64().unwrap() * 4096 + 1).into();
-    });
-    assert!(
-        msg.contains("holds requests of 3585 to 4096 bytes"),
-        "{msg}"
-    );
-}
-
-#[test]
-fn a_site_counting_more_than_the_heap_held_is_rejected() {
-    // A fuzz run's file: a 132 KiB heap whose first site had allocated 8 EiB.
-    let msg = error_after(|s| s["sites"][0]["alloc_bytes"] = (i64::MAX as u64).into());
-    assert!(
-        msg.contains("site 1 counts 9223372036854775807 bytes"),
-        "{msg}"
-    );
+    for size in [0, 20, u64::MAX] {
+        let msg = error_after(|s| s["classes"][0]["size"] = size.into());
+        assert!(
+            msg.contains(&format!("{size} B is not a size class")),
+            "{msg}"
+        );
+    }
 }
 
 #[test]
@@ -391,12 +372,6 @@ fn time_before_the_start_is_rejected() {
         let msg = error_after(|s| s["seconds"] = seconds.into());
         assert!(msg.contains("seconds since the start"), "{msg}");
     }
-}
-
-#[test]
-fn sampling_once_per_zero_bytes_is_rejected() {
-    let msg = error_after(|s| s["sampled_mean"] = 0.into());
-    assert!(msg.contains("sampled once per 0 bytes"), "{msg}");
 }
 
 #[test]

@@ -393,37 +393,8 @@ fn growth_between(path: &Path, window: &Window) -> Result<Delta, Failure> {
         path,
         "--from/--to pick checkpoints of a timeline, and this is a snapshot file",
     )?;
-    // An end left out is named by its label, or by its place among the checkpoints of its label
-    // (`label#n`) when the label repeats.
-    let by_place = |s: Option<&Snapshot>| {
-        let s = s?;
-        let label = s.label()?;
-        let alike = |c: &&Snapshot| c.label() == Some(label);
-        let place = t
-            .checkpoints()
-            .iter()
-            .take_while(|c| !std::ptr::eq(*c, s))
-            .filter(alike)
-            .count();
-        Some(match t.checkpoints().iter().filter(alike).count() {
-            1 => label.to_string(),
-            _ => format!("{label}#{}", place + 1),
-        })
-    };
-    let (from, to) = (
-        window
-            .from
-            .clone()
-            .or_else(|| by_place(t.checkpoints().first())),
-        window.to.clone().or_else(|| by_place(t.step_ends().last())),
-    );
-    match (from, to) {
-        (Some(from), Some(to)) => t.between(&from, &to).map_err(|e| fail(path, e)),
-        _ => Err(fail(
-            path,
-            "the timeline has no labelled checkpoint to start or end at",
-        )),
-    }
+    t.window(window.from.as_deref(), window.to.as_deref())
+        .map_err(|e| fail(path, e))
 }
 
 /// The timeline in the file at `path`; `not_one` says why a snapshot file will not do.

@@ -393,9 +393,14 @@ impl Delta {
                     1 => (name, "was"),
                     _ => (plural, "were"),
                 };
+                // (Of two runs compared, what was live in each: nothing was allocated between.)
+                let alike = match self.is_comparison() {
+                    true => "the same in both",
+                    false => "allocated and freed alike: no change",
+                };
                 let _ = writeln!(
                     out,
-                    "{:>12}  ({} {what} {were} allocated and freed alike: no change{})",
+                    "{:>12}  ({} {what} {were} {alike}{})",
                     "",
                     thousands(unchanged as u64),
                     busiest.unwrap_or_default()
@@ -908,7 +913,13 @@ fn grown_in_some_steps(t: &Timeline, growing: &[Growth], lines: &mut Vec<String>
     let Some((change, some)) = t.grown_in_window() else {
         return;
     };
-    let held: i64 = growing.iter().map(|g| g.live_bytes).sum();
+    // (Nothing to say of a window whose live total fell: every growth would be "a tenth" of it.)
+    if change <= 0 {
+        return;
+    }
+    let held = growing
+        .iter()
+        .fold(0i64, |sum, g| sum.saturating_add(g.live_bytes));
     let short = held.saturating_mul(5) < change.saturating_mul(4);
     let some: Vec<&Growth> = some
         .iter()
@@ -1573,6 +1584,38 @@ mod tests {
             lines[3].contains("in 1 of 5 steps  record (src/main.rs:105)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_window_whose_live_total_fell_lists_nothing_grown_in_some_steps() {
+        // A review: a leak, and a 1 MiB buffer freed in the window, read "-1018.6 KiB the live
+        // total rose".
+        let site = |line, blocks| SiteCount {
+            site: Some(Site::new(vec![crate::callsite::Frame {
+                function: "run".to_string(),
+                file: Some("src/main.rs".to_string()),
+                line: Some(line),
+            }])),
+            ..SiteCount::live(line, blocks)
+        };
+        let checkpoints = (0..6u32)
+            .map(|epoch| {
+                let leak = 10 * u64::from(epoch);
+                let buffer = [0, 0, 0, 50, 50, 50][epoch as usize];
+                let mut s = Snapshot::zero();
+                s.epoch = epoch;
+                s.checkpoint = true;
+                s.totals.live_bytes = (1 << 20) * u64::from(epoch < 3) + 8 * (leak + buffer);
+                s.sites = SiteList::new(vec![site(7, leak), site(9, buffer)]);
+                s
+            })
+            .collect();
+        let text = Timeline::new(checkpoints).to_string();
+        assert!(
+            text.starts_with("growing at every step (last 5 steps):\n"),
+            "{text}"
+        );
+        assert!(!text.contains("these hold"), "{text}");
     }
 
     #[test]
