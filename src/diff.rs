@@ -1455,14 +1455,14 @@ mod tests {
     #[test]
     fn an_end_left_out_is_found_by_place_not_by_a_label_that_repeats() {
         // A review: a default end named `x#1` was taken for the literal label beside two `x`.
-        let t = labelled_timeline(&["x", "x", "x#1"]);
+        let t = labelled_timeline(&["x", "x", "y", "x#1"]);
         let from_second = t.window(Some("x#2"), None).unwrap();
         assert!(
             from_second.summary().starts_with("| x#2 → x#1 |"),
             "{}",
             from_second.summary()
         );
-        let t = labelled_timeline(&["a", "a#1", "a"]);
+        let t = labelled_timeline(&["a", "a#1", "b", "a"]);
         let to_second = t.window(None, Some("a#2")).unwrap();
         assert!(
             to_second.summary().starts_with("| a → a#2 |"),
