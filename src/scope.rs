@@ -112,7 +112,7 @@ pub fn scope(tag: &'static str) -> ScopeGuard {
     let index = index_of(tag);
     let previous = thread::set_tag(index);
     let id = OPEN
-        .try_with(|open| open.borrow_mut().push(previous))
+        .try_with(|open| open.try_borrow_mut().map_or(0, |mut o| o.push(previous)))
         .unwrap_or(0);
     ScopeGuard {
         id,
@@ -207,7 +207,9 @@ impl Drop for ScopeGuard {
         let ended = match self.id {
             0 => Some(self.previous),
             id => OPEN
-                .try_with(|open| open.borrow_mut().end(id))
+                .try_with(|open| open.try_borrow_mut().ok().map(|mut o| o.end(id)))
+                .ok()
+                .flatten()
                 .unwrap_or(Some(self.previous)),
         };
         if let Some(tag) = ended {

@@ -6,6 +6,14 @@ use heapdelta::{CallSites, Tracker};
 #[global_allocator]
 static GLOBAL: Tracker = Tracker::new().call_sites(CallSites::Off);
 
+/// The live bytes `d` counts under `tag` (0 when it has none).
+fn live(d: &heapdelta::Delta, tag: &str) -> i64 {
+    d.tags()
+        .iter()
+        .find(|t| t.tag == tag)
+        .map_or(0, |t| t.live_bytes)
+}
+
 #[test]
 fn blocks_are_counted_under_the_scope_they_were_allocated_in() {
     let before: Vec<u8> = vec![0; 64];
@@ -64,14 +72,7 @@ fn nested_scopes_count_under_the_innermost_tag() {
         let c = Box::new([0u8; 500]);
         (a, b, c)
     });
-    let live = |tag: &str| {
-        d.tags()
-            .iter()
-            .find(|t| t.tag == tag)
-            .map(|t| t.live_bytes)
-            .unwrap_or(0)
-    };
-    assert_eq!((live("outer"), live("inner")), (300 + 500, 400));
+    assert_eq!((live(&d, "outer"), live(&d, "inner")), (300 + 500, 400));
     drop(kept);
 }
 
@@ -108,13 +109,11 @@ fn scopes_ended_out_of_order_leave_the_one_still_open_then_none() {
         let untagged = Box::new([0u8; 500]);
         (in_second, untagged)
     });
-    let live = |tag: &str| {
+    assert_eq!(
+        (live(&d, "first"), live(&d, "second")),
+        (0, 300),
+        "{:?}",
         d.tags()
-            .iter()
-            .find(|t| t.tag == tag)
-            .map(|t| t.live_bytes)
-            .unwrap_or(0)
-    };
-    assert_eq!((live("first"), live("second")), (0, 300), "{:?}", d.tags());
+    );
     drop(kept);
 }

@@ -68,9 +68,8 @@ impl Counters {
 }
 
 /// Where a heap's arenas and metadata come from: its pool, as a trait object, so that the heap
-/// code is not generic over the pool's inner allocator (see `engine`). A reference to it is two
-/// words, passed in registers: the pool's address and a constant table, which a release build
-/// folds away.
+/// code is not generic over the pool's inner allocator. A reference to it is two words, passed in
+/// registers (`engine` says where its calls fold into calls of the inner allocator).
 pub(crate) trait ArenaSource {
     fn engine(&self) -> &Engine;
     /// The allocator for arenas and metadata (the arena descriptor table).

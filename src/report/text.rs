@@ -1493,48 +1493,46 @@ mod tests {
         Timeline::new(checkpoints)
     }
 
-    #[test]
-    fn a_leaks_tables_grown_in_some_steps_are_listed_under_the_sites_grown_at_every_one() {
-        // A user trial's interner: its strings grew at every step, its map by doubling.
-        let at = |line| {
-            Site::new(vec![crate::callsite::Frame {
-                function: "intern".to_string(),
-                file: Some("src/lib.rs".to_string()),
-                line: Some(line),
-            }])
-        };
-        let (strings, map) = (at(63), at(68));
+    /// Six checkpoints of sites of `function` in `src/main.rs`, one per `(line, blocks at each
+    /// checkpoint)` of 8-byte blocks; the live total is theirs plus `other` bytes at each.
+    fn timeline_of(function: &str, sites: &[(u32, [u64; 6])], other: [u64; 6]) -> Timeline {
         let checkpoints = (0..6u32)
             .map(|epoch| {
-                let map_blocks = [0, 0, 100, 100, 300, 300][epoch as usize];
-                let string_blocks = 10 * u64::from(epoch);
+                let at = epoch as usize;
                 let mut s = Snapshot::zero();
                 s.epoch = epoch;
                 s.checkpoint = true;
-                s.totals.live_bytes = 8 * (string_blocks + map_blocks);
-                s.sites = SiteList::new(vec![
-                    SiteCount {
-                        site: Some(strings.clone()),
-                        ..SiteCount::live(1, string_blocks)
-                    },
-                    SiteCount {
-                        site: Some(map.clone()),
-                        ..SiteCount::live(2, map_blocks)
-                    },
-                ]);
+                s.totals.live_bytes = other[at] + sites.iter().map(|(_, b)| 8 * b[at]).sum::<u64>();
+                let counts = sites.iter().map(|&(line, blocks)| SiteCount {
+                    site: Some(Site::new(vec![crate::callsite::Frame {
+                        function: function.to_string(),
+                        file: Some("src/main.rs".to_string()),
+                        line: Some(line),
+                    }])),
+                    ..SiteCount::live(line, blocks[at])
+                });
+                s.sites = SiteList::new(counts.collect());
                 s
             })
             .collect();
-        let text = Timeline::new(checkpoints).to_string();
+        Timeline::new(checkpoints)
+    }
+
+    #[test]
+    fn a_leaks_tables_grown_in_some_steps_are_listed_under_the_sites_grown_at_every_one() {
+        // A user trial's interner: its strings grew at every step, its map by doubling.
+        let strings = [0, 10, 20, 30, 40, 50];
+        let map = [0, 0, 100, 100, 300, 300];
+        let text = timeline_of("intern", &[(63, strings), (68, map)], [0; 6]).to_string();
         let lines: Vec<&str> = text.lines().take(4).collect();
         assert_eq!(
             lines,
             [
                 "growing at every step (last 5 steps):",
-                "        +400 B over 5 steps  intern (src/lib.rs:63)  [(unknown)]",
+                "        +400 B over 5 steps  intern (src/main.rs:63)  [(unknown)]",
                 "   these hold +400 B of the +2.7 KiB the live total rose in those steps; grown in \
                  some of them:",
-                "      +2.3 KiB in 2 of 5 steps  intern (src/lib.rs:68)  [(unknown)]",
+                "      +2.3 KiB in 2 of 5 steps  intern (src/main.rs:68)  [(unknown)]",
             ],
             "{text}"
         );
@@ -1545,36 +1543,9 @@ mod tests {
     {
         // A user trial's sessions: their histories grew at every step, the map of them by
         // doubling, 11% of the rise.
-        let at = |line| {
-            Site::new(vec![crate::callsite::Frame {
-                function: "record".to_string(),
-                file: Some("src/main.rs".to_string()),
-                line: Some(line),
-            }])
-        };
-        let (history, map) = (at(107), at(105));
-        let checkpoints = (0..6u32)
-            .map(|epoch| {
-                let map_blocks = [0, 0, 0, 0, 120, 120][epoch as usize];
-                let history_blocks = 200 * u64::from(epoch);
-                let mut s = Snapshot::zero();
-                s.epoch = epoch;
-                s.checkpoint = true;
-                s.totals.live_bytes = 8 * (history_blocks + map_blocks);
-                s.sites = SiteList::new(vec![
-                    SiteCount {
-                        site: Some(history.clone()),
-                        ..SiteCount::live(1, history_blocks)
-                    },
-                    SiteCount {
-                        site: Some(map.clone()),
-                        ..SiteCount::live(2, map_blocks)
-                    },
-                ]);
-                s
-            })
-            .collect();
-        let text = Timeline::new(checkpoints).to_string();
+        let history = [0, 200, 400, 600, 800, 1000];
+        let map = [0, 0, 0, 0, 120, 120];
+        let text = timeline_of("record", &[(107, history), (105, map)], [0; 6]).to_string();
         let lines: Vec<&str> = text.lines().take(4).collect();
         assert!(
             lines[2].starts_with("   these hold +7.8 KiB of the +8.8 KiB"),
@@ -1590,27 +1561,10 @@ mod tests {
     fn a_window_whose_live_total_fell_lists_nothing_grown_in_some_steps() {
         // A review: a leak, and a 1 MiB buffer freed in the window, read "-1018.6 KiB the live
         // total rose".
-        let site = |line, blocks| SiteCount {
-            site: Some(Site::new(vec![crate::callsite::Frame {
-                function: "run".to_string(),
-                file: Some("src/main.rs".to_string()),
-                line: Some(line),
-            }])),
-            ..SiteCount::live(line, blocks)
-        };
-        let checkpoints = (0..6u32)
-            .map(|epoch| {
-                let leak = 10 * u64::from(epoch);
-                let buffer = [0, 0, 0, 50, 50, 50][epoch as usize];
-                let mut s = Snapshot::zero();
-                s.epoch = epoch;
-                s.checkpoint = true;
-                s.totals.live_bytes = (1 << 20) * u64::from(epoch < 3) + 8 * (leak + buffer);
-                s.sites = SiteList::new(vec![site(7, leak), site(9, buffer)]);
-                s
-            })
-            .collect();
-        let text = Timeline::new(checkpoints).to_string();
+        let leak = [0, 10, 20, 30, 40, 50];
+        let grown = [0, 0, 0, 50, 50, 50];
+        let freed = [1 << 20, 1 << 20, 1 << 20, 0, 0, 0];
+        let text = timeline_of("run", &[(7, leak), (9, grown)], freed).to_string();
         assert!(
             text.starts_with("growing at every step (last 5 steps):\n"),
             "{text}"
