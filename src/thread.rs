@@ -22,8 +22,9 @@
 //! else (the first event of a thread, nested events, teardown, the shared slot) goes through the
 //! cold `record_slow`.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::Cell;
 use std::ptr;
+use std::sync::atomic::{compiler_fence, Ordering};
 
 use crate::callsite::{
     frame_register_here, start_from, unwind_start_here, Replayed, Sampler, StackBuffer, UnwindStart,
@@ -78,10 +79,8 @@ struct State {
     /// path's one compare, `bytes > fast_floor`, which no value passes while `fast` is closed.
     fast_floor: Cell<i64>,
     tag: Cell<u8>,
-    /// Only ever borrowed for one call of `Sampler::sample` or `Sampler::skip` (from
-    /// `Ctx::sample` and `fast_alloc`) or while the thread claims its slot, none of which
-    /// allocates or re-enters.
-    sampler: UnsafeCell<Sampler>,
+    /// The thread's sampling countdown (cells: see `Sampler`).
+    sampler: Sampler,
     /// The thread's capture buffer (used only while `busy` is set): mapped on the thread's first
     /// capture, so that threads that never capture a call site do not carry its 200 KiB;
     /// unmapped when the thread exits. Null until then, and after.
@@ -110,7 +109,7 @@ thread_local! {
             fast_limit: Cell::new(i64::MIN),
             fast_floor: Cell::new(i64::MAX),
             tag: Cell::new(0),
-            sampler: UnsafeCell::new(Sampler::new(0)),
+            sampler: Sampler::new(0),
             stack: Cell::new(ptr::null_mut()),
             owned: Cell::new(false),
         }
@@ -158,13 +157,27 @@ impl State {
         } else {
             direct
         };
-        self.direct.set(direct);
-        self.exact.set(exact);
-        self.fast.set(if self.tag.get() != 0 {
+        let fast = if self.tag.get() != 0 {
             ptr::null()
         } else {
             exact
-        });
+        };
+        self.set_doors(direct, exact, fast);
+    }
+
+    /// Sets the three slot pointers, with `fast_limit` and `fast_floor` closed while they change
+    /// and set from the new `fast` after (`sync_fast_bounds`). The compiler fences keep the stores
+    /// in that order, so that an event that interrupts this on the same thread (a signal handler
+    /// that allocates) finds the inlined paths closed or their pointer set, never an open bound
+    /// with a null `fast`, which those paths do not test (see `open_for_alloc`).
+    fn set_doors(&self, direct: *const Slot, exact: *const Slot, fast: *const Slot) {
+        self.fast_limit.set(i64::MIN);
+        self.fast_floor.set(i64::MAX);
+        compiler_fence(Ordering::SeqCst);
+        self.direct.set(direct);
+        self.exact.set(exact);
+        self.fast.set(fast);
+        compiler_fence(Ordering::SeqCst);
         self.sync_fast_bounds();
     }
 
@@ -195,9 +208,11 @@ impl State {
                 }
                 let fast = self.fast.get();
                 // SAFETY: whenever `fast` is null, `fast_limit` is `i64::MIN`, which no value is
-                // below (`sync_fast_bounds` runs at every change of either), so we returned above.
-                // Said to the compiler, which would otherwise test the pointer again to build the
-                // `Option`.
+                // below, so we returned above: `sync_fast_bounds` runs at every change of either,
+                // and `set_doors` closes the bounds before it changes the pointer, with compiler
+                // fences between, so this holds at every instruction of the thread, also for an
+                // event of a signal handler that interrupted it. Said to the compiler, which would
+                // otherwise test the pointer again to build the `Option`.
                 unsafe { std::hint::assert_unchecked(!fast.is_null()) };
                 fast
             }
@@ -304,6 +319,9 @@ struct Owner;
 impl Drop for Owner {
     fn drop(&mut self) {
         let _ = STATE.try_with(|st| {
+            // Closed before the slot is given back, so that no event (of a signal handler) counts
+            // into a slot another thread may have claimed.
+            st.set_doors(ptr::null(), ptr::null(), ptr::null());
             // Folded, and the limit set for what remains of the thread: allocations that other
             // thread-local destructors make after this one are counted, and can make a peak.
             st.with_pending(|p| {
@@ -317,10 +335,6 @@ impl Drop for Owner {
             // a thread-local destructor does not run inside heapdelta's code on this thread.
             unsafe { StackBuffer::free(st.stack.replace(ptr::null_mut())) };
             st.slot.set(stats::shared_slot());
-            st.direct.set(ptr::null());
-            st.exact.set(ptr::null());
-            st.fast.set(ptr::null());
-            st.sync_fast_bounds();
         });
     }
 }
@@ -377,11 +391,8 @@ impl Ctx<'_> {
     /// sample nothing).
     #[inline]
     pub fn sample(&self, size: usize, mean_bytes: u64) -> bool {
-        // SAFETY: the sampler is this thread's own and is borrowed only for single calls that
-        // neither allocate nor call back into heapdelta (see `State::sampler`), so the borrow is
-        // unique.
         self.st
-            .is_some_and(|st| unsafe { (*st.sampler.get()).sample(size, mean_bytes) })
+            .is_some_and(|st| st.sampler.sample(size, mean_bytes))
     }
 
     /// Captures the current stack and interns it (see `State::capture_site`); 0 when the
@@ -490,11 +501,11 @@ impl State {
         // slow event reopens them.
         let _busy = Busy {
             st: self,
-            direct: self.direct.replace(ptr::null()),
-            exact: self.exact.replace(ptr::null()),
-            fast: self.fast.replace(ptr::null()),
+            direct: self.direct.get(),
+            exact: self.exact.get(),
+            fast: self.fast.get(),
         };
-        self.sync_fast_bounds();
+        self.set_doors(ptr::null(), ptr::null(), ptr::null());
         let buffer = match self.stack.get() {
             buffer if buffer.is_null() => self.new_buffer(),
             buffer => buffer,
@@ -544,10 +555,7 @@ struct Busy<'a> {
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
         self.st.busy.set(false);
-        self.st.direct.set(self.direct);
-        self.st.exact.set(self.exact);
-        self.st.fast.set(self.fast);
-        self.st.sync_fast_bounds();
+        self.st.set_doors(self.direct, self.exact, self.fast);
     }
 }
 
@@ -588,9 +596,7 @@ pub fn fast_alloc(size: usize, sampled: bool, door: Door) -> Option<Header> {
     // Borrowed outside `try_with`, whose closure the compiler may keep out of line.
     let st = state()?;
     let (slot, bytes, high) = st.open_for_alloc(door, size)?;
-    // SAFETY: as in `Ctx::sample`: the thread's own sampler, borrowed for a call that neither
-    // allocates nor re-enters.
-    if sampled && !unsafe { (*st.sampler.get()).skip(size) } {
+    if sampled && !st.sampler.skip(size) {
         return None;
     }
     let tag = st.tag_through(door);
@@ -833,10 +839,8 @@ fn claim(st: &State) -> &'static Slot {
         st.index.set(i);
         st.owned.set(true);
         // Each slot's sampler starts from its own fixed seed, so runs are repeatable.
-        let seeded =
-            Sampler::new(0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        // SAFETY: as in `Ctx::sample`: no borrow of the sampler is live while a slot is claimed.
-        unsafe { *st.sampler.get() = seeded };
+        st.sampler
+            .reseed(0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     }
     st.slot.set(slot);
     config::apply_once();

@@ -11,35 +11,48 @@
 //! Runs inside the global allocator: no allocation, no panic, no lock; the generator is
 //! splitmix64, seedable for tests.
 
+use std::cell::Cell;
+
 /// Per-thread sampling state. `const`-constructible, so it can live in a `const`-initialised
-/// thread-local.
-#[derive(Clone, Copy, Debug)]
+/// thread-local. Its fields are cells, read and written through `&self`: a signal handler that
+/// allocates on the thread while it is in the middle of a call (allocating in a handler is not
+/// async-signal-safe, but glibc's malloc survives it when the handler did not interrupt malloc
+/// itself) then at worst moves the countdown, where a second `&mut` would be undefined behaviour.
+#[derive(Debug)]
 pub(crate) struct Sampler {
     /// Bytes left before the next sampled byte; `<= 0` once crossed.
-    bytes_until_sample: i64,
+    bytes_until_sample: Cell<i64>,
     /// splitmix64 state.
-    rng: u64,
+    rng: Cell<u64>,
     /// Whether the first countdown was drawn.
-    started: bool,
+    started: Cell<bool>,
 }
 
 impl Sampler {
     /// A sampler whose random sequence is determined by `seed`.
     pub(crate) const fn new(seed: u64) -> Self {
         Sampler {
-            bytes_until_sample: 0,
-            rng: seed,
-            started: false,
+            bytes_until_sample: Cell::new(0),
+            rng: Cell::new(seed),
+            started: Cell::new(false),
         }
+    }
+
+    /// Starts the sampler again, as `Sampler::new(seed)` would.
+    pub(crate) fn reseed(&self, seed: u64) {
+        self.bytes_until_sample.set(0);
+        self.rng.set(seed);
+        self.started.set(false);
     }
 
     /// Whether the allocation of `size` bytes is sampled, with a mean of one sample per
     /// `mean_bytes` bytes. `mean_bytes` of 0 or 1 samples every allocation.
     #[inline(always)]
-    pub(crate) fn sample(&mut self, size: usize, mean_bytes: u64) -> bool {
+    pub(crate) fn sample(&self, size: usize, mean_bytes: u64) -> bool {
         let size = i64::try_from(size).unwrap_or(i64::MAX);
-        self.bytes_until_sample = self.bytes_until_sample.saturating_sub(size);
-        if self.bytes_until_sample > 0 {
+        let left = self.bytes_until_sample.get().saturating_sub(size);
+        self.bytes_until_sample.set(left);
+        if left > 0 {
             return false;
         }
         self.crossed(size, mean_bytes)
@@ -49,12 +62,13 @@ impl Sampler {
     /// otherwise changes nothing and returns `false` (then `sample` must decide). `size` is at
     /// most `isize::MAX`, as every `Layout`'s.
     #[inline(always)]
-    pub(crate) fn skip(&mut self, size: usize) -> bool {
+    pub(crate) fn skip(&self, size: usize) -> bool {
         // `size as i64` is exact for every `Layout` size; the subtraction cannot overflow once the
         // compare holds.
         let size = size as i64;
-        if size < self.bytes_until_sample {
-            self.bytes_until_sample -= size;
+        let left = self.bytes_until_sample.get();
+        if size < left {
+            self.bytes_until_sample.set(left - size);
             return true;
         }
         false
@@ -64,23 +78,23 @@ impl Sampler {
     /// at zero, and on every call when everything is sampled).
     #[cold]
     #[inline(never)]
-    fn crossed(&mut self, size: i64, mean_bytes: u64) -> bool {
+    fn crossed(&self, size: i64, mean_bytes: u64) -> bool {
         if mean_bytes <= 1 {
             return true;
         }
-        if !self.started {
-            self.started = true;
-            self.bytes_until_sample = self.next_interval(mean_bytes).saturating_sub(size);
-            if self.bytes_until_sample > 0 {
+        if !self.started.replace(true) {
+            let left = self.next_interval(mean_bytes).saturating_sub(size);
+            self.bytes_until_sample.set(left);
+            if left > 0 {
                 return false;
             }
         }
-        self.bytes_until_sample = self.next_interval(mean_bytes);
+        self.bytes_until_sample.set(self.next_interval(mean_bytes));
         true
     }
 
     /// An exponentially distributed number of bytes of mean `mean_bytes`, at least 1.
-    fn next_interval(&mut self, mean_bytes: u64) -> i64 {
+    fn next_interval(&self, mean_bytes: u64) -> i64 {
         // Uniform in (0, 1]: 53 random bits, plus one so that ln never sees 0.
         let bits = self.next_u64() >> 11;
         let uniform = (bits as f64 + 1.0) * (1.0 / (1u64 << 53) as f64);
@@ -90,9 +104,10 @@ impl Sampler {
     }
 
     /// splitmix64.
-    fn next_u64(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
+    fn next_u64(&self) -> u64 {
+        let state = self.rng.get().wrapping_add(0x9E37_79B9_7F4A_7C15);
+        self.rng.set(state);
+        let mut z = state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
@@ -131,7 +146,7 @@ mod tests {
 
     /// Sizes of a synthetic workload: mostly small, some medium, a few large.
     fn workload(n: usize) -> impl Iterator<Item = u64> {
-        let mut rng = Sampler::new(42);
+        let rng = Sampler::new(42);
         (0..n).map(move |_| {
             let r = rng.next_u64();
             match r % 100 {
@@ -143,7 +158,7 @@ mod tests {
     }
 
     fn estimate(seed: u64, mean: u64) -> (f64, f64, u64, u64) {
-        let mut sampler = Sampler::new(seed);
+        let sampler = Sampler::new(seed);
         let (mut est_bytes, mut est_blocks, mut bytes, mut blocks) = (0.0, 0.0, 0u64, 0u64);
         for size in workload(1_000_000) {
             bytes += size;
@@ -182,7 +197,7 @@ mod tests {
 
     #[test]
     fn trying_skip_first_picks_exactly_the_allocations_sample_alone_picks() {
-        let (mut alone, mut skipping) = (Sampler::new(11), Sampler::new(11));
+        let (alone, skipping) = (Sampler::new(11), Sampler::new(11));
         for size in workload(200_000) {
             let size = size as usize;
             let picked = alone.sample(size, 8192);
@@ -193,13 +208,13 @@ mod tests {
 
     #[test]
     fn mean_of_one_samples_every_allocation() {
-        let mut sampler = Sampler::new(1);
+        let sampler = Sampler::new(1);
         assert!((0..1000).all(|_| sampler.sample(16, 1)));
     }
 
     #[test]
     fn sample_rate_matches_the_poisson_probability() {
-        let mut sampler = Sampler::new(9);
+        let sampler = Sampler::new(9);
         let n = 200_000;
         let hits = (0..n).filter(|_| sampler.sample(1024, 8192)).count();
         let expected = probability(1024, 8192) * n as f64;
@@ -211,7 +226,7 @@ mod tests {
 
     #[test]
     fn huge_sizes_do_not_overflow() {
-        let mut sampler = Sampler::new(5);
+        let sampler = Sampler::new(5);
         assert!(sampler.sample(usize::MAX, 512 * 1024));
         assert!(scale(u64::MAX, 512 * 1024).is_finite());
     }
