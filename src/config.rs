@@ -464,6 +464,9 @@ fn on_signals() {
     say("HEAPDELTA: signals=on is only supported on Linux; ignoring it");
 }
 
+/// The stack of heapdelta's own threads: std's default.
+const OWN_STACK: usize = 2 << 20;
+
 /// Starts a thread of heapdelta's own with every signal blocked, so that signals meant for the
 /// program (a thread of its waiting in `sigwait`, say) are never delivered to it.
 pub(crate) fn spawn_own(f: impl FnOnce() + Send + 'static) -> io::Result<()> {
@@ -477,7 +480,10 @@ pub(crate) fn spawn_own(f: impl FnOnce() + Send + 'static) -> io::Result<()> {
         // Unnamed: std copies a thread's name on the new thread before running it, outside
         // heapdelta's guard, which would count as the program's block and, under a pool, give
         // this thread a pool heap and an arena of its own.
-        let spawned = std::thread::Builder::new().spawn(f);
+        // The stack size is given, std's default, so that `spawn` does not read
+        // `RUST_MIN_STACK` under std's environment lock: this runs inside the program's first
+        // allocation, which may be made under that lock (`env::var` copying a value).
+        let spawned = std::thread::Builder::new().stack_size(OWN_STACK).spawn(f);
         libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
         spawned.map(drop)
     }

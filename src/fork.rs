@@ -12,6 +12,16 @@
 //! Not covered: the one-time initialisers of the clock and the program's path (a fork during the
 //! first snapshot's first microseconds), and locks of other libraries (a fork while another
 //! thread is inside the unwinder on the program's own account is as unsafe as without heapdelta).
+//! Three narrower cases are not covered either:
+//! - Another library's fork handler that allocates through a `Pool` on a thread without a pool
+//!   heap of its own (past 255 threads, or during the thread's teardown) while heapdelta's
+//!   handler holds the shared heap's lock: the handlers registered before heapdelta's run between
+//!   its prepare and its parent or child handler, and such an allocation waits for that lock.
+//! - `install` called inside a fork handler (the process's first use of one of heapdelta's locks
+//!   there): glibc holds its handler list's lock while the handlers run, and `pthread_atfork`
+//!   waits for it.
+//! - A fork on another thread in the moment between a lock's first user marking the handlers
+//!   installed and `pthread_atfork` returning: that fork runs without them.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};

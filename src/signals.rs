@@ -46,8 +46,9 @@ fn wake() -> *mut libc::sem_t {
 /// Installs the handlers and starts the thread that runs `write_report` when one of the signals
 /// comes; an error message when that cannot be done (the signals then keep their default action).
 pub(crate) fn install(write_report: fn()) -> Result<(), String> {
-    // SAFETY: `install` runs once (the report path is set once), before any handler that uses
-    // the semaphore is installed; the semaphore is private to this process.
+    // SAFETY: `install` runs once (the report path is set once; it runs inside the program's
+    // first allocation, where `HEAPDELTA` is read), before any handler that uses the semaphore is
+    // installed; the semaphore is private to this process.
     if unsafe { libc::sem_init(wake(), 0, 0) } != 0 {
         return Err(format!(
             "no semaphore for the signal handler: {}",
@@ -139,6 +140,15 @@ fn wait_and_report(write_report: fn()) {
             break;
         }
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            // Nobody is left to write the report: the signals end the process again, as they
+            // did before `install` (the handler ends it itself once `READY` is cleared).
+            READY.store(false, Ordering::Release);
+            let ours = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            for sig in SIGNALS {
+                if action_of(sig) == Some(ours) {
+                    set_action(sig, libc::SIG_DFL);
+                }
+            }
             return;
         }
     }

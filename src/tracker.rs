@@ -321,10 +321,12 @@ unsafe fn checked_header(ptr: *mut u8) -> Header {
     h
 }
 
-// SAFETY: every block handed out is a block of the inner allocator offset by `prefix`, which keeps
-// the requested alignment and leaves room for the header; the same offset and inner layout are
-// recomputed from the caller's layout on dealloc/realloc, so the inner allocator always sees the
-// layouts it handed out.
+// SAFETY: every block handed out is a block of the inner allocator, or of `System` for heapdelta's
+// own blocks under a stateful inner allocator (`OWN_FROM_SYSTEM`), offset by `prefix`, which keeps
+// the requested alignment and leaves room for the header; the same offset and outer layout are
+// recomputed from the caller's layout on dealloc/realloc, and the header's `FROM_SYSTEM` flag says
+// which of the two allocators a block goes back to (`realloc_own` moves a block between them with
+// a copy), so each allocator only ever sees blocks and layouts it handed out.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for Tracker<A> {
     #[inline(always)]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

@@ -183,8 +183,8 @@ pub(crate) fn set_chain_end(fp: usize) {
 /// Never allocates through the global allocator and never panics. The frame-pointer walk takes
 /// no lock; the unwinder fallback does (`dl_iterate_phdr` takes glibc's loader lock briefly,
 /// which nothing in heapdelta holds while allocating). On the first call of a thread it asks
-/// libc for the thread's stack bounds, which may call `malloc` (the caller holds heapdelta's
-/// reentrancy guard, so that is not recorded).
+/// libc for the thread's stack bounds, which may call libc's `malloc` directly (not Rust's global
+/// allocator, so nothing of it is recorded).
 #[inline(never)]
 pub fn capture(out: &mut [usize], skip: usize) -> usize {
     // Without frame pointers the unused hash is dropped, and the call to the unwinder would
@@ -218,7 +218,8 @@ pub struct Captured {
 
 /// Where a capture inlined into the calling function starts: that function's frame record, or 0
 /// without frame pointers (nothing to record or replay then). Captures read the register first
-/// and check for frame pointers after (see [`frame_register_here`]); this is both at once.
+/// ([`frame_register_here`]) and check for frame pointers after ([`start_from`]); this is both at
+/// once, for tests. The capture's docs call that value `start_here` wherever it is computed.
 #[cfg(test)]
 #[inline(always)]
 pub fn start_here() -> usize {
@@ -240,8 +241,9 @@ pub fn frame_register_here() -> usize {
     0
 }
 
-/// `start_here` from the [`frame_register_here`] of the same function: that value, or 0
-/// without frame pointers.
+/// Where a capture inlined into a function starts (written `start_here` in the docs here), from
+/// the [`frame_register_here`] of that function: that value (its frame record), or 0 without frame
+/// pointers.
 #[inline(always)]
 pub fn start_from(register: usize) -> usize {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -539,7 +541,8 @@ pub fn capture_general_unwind(out: &mut [usize], skip: usize) -> usize {
 
 /// The unwinder capture, with the cached walk first when `cached`. Drops the frames up to and
 /// including this function's own, then the frame of its caller (`capture`, `capture_hashed`,
-/// `capture_unwind`, or the function `capture_into` is inlined into), then `skip` more.
+/// `capture_unwind`, `capture_general_unwind`, or the function `capture_unwound` is inlined
+/// into), then `skip` more.
 #[inline(never)]
 fn capture_unwind_from(out: &mut [usize], skip: usize, cached: bool) -> usize {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -559,8 +562,10 @@ fn capture_unwind_from(out: &mut [usize], skip: usize, cached: bool) -> usize {
     let mut seen_self = false;
     let mut to_skip = skip.saturating_add(1);
     // SAFETY: `trace_unsynchronized` is unsafe only because it does not take backtrace's global
-    // lock; concurrent unwinding is sound with the libgcc/LLVM unwinder used on Linux. The closure
-    // neither panics nor allocates: it only writes within `out`'s bounds (checked with `get_mut`).
+    // lock, which only its Windows dbghelp path needs; heapdelta builds for Unix targets (it uses
+    // pthreads and libc throughout), where backtrace walks with `_Unwind_Backtrace` (libgcc's or
+    // LLVM's libunwind), which is safe to run on several threads at once. The closure neither
+    // panics nor allocates: it only writes within `out`'s bounds (checked with `get_mut`).
     unsafe {
         backtrace::trace_unsynchronized(|frame| {
             if !seen_self {
@@ -907,11 +912,17 @@ mod fp {
     #[inline(never)]
     fn probe_inner(bounds: (usize, usize)) -> usize {
         let fp = current_frame_pointer();
-        if !record_in_bounds(fp, bounds) {
+        // Without frame pointers the register holds any value, and the bounds of a main thread's
+        // stack span its whole limit, pages never mapped included: only the part in use, from a
+        // local of this frame up, is sure to be readable.
+        let local = 0u8;
+        let in_use = std::hint::black_box(&local) as *const u8 as usize;
+        if !record_in_bounds(fp, (bounds.0.max(in_use), bounds.1)) {
             return 0;
         }
-        // SAFETY: `record_in_bounds` checked that both words at `fp` are inside this thread's
-        // stack, aligned and readable.
+        // SAFETY: `record_in_bounds` checked that both words at `fp` are aligned and lie between
+        // a local of this frame and the top of this thread's stack: in its part in use, mapped
+        // and readable.
         unsafe { (fp as *const usize).add(1).read() }
     }
 }
