@@ -296,6 +296,52 @@ fn functions_of_one_name_in_two_files_are_named_with_their_files() {
 }
 
 #[test]
+fn closures_named_without_a_path_are_named_after_the_function_they_were_called_in() {
+    // Debug information of line tables only names every closure `{closure#0}`: two functions'
+    // closures in one file were one pprof function (a user trial).
+    let frame = |function: &str, file: &str, line: u32| serde_json::json!({ "function": function, "file": file, "line": line });
+    let mut file = common::snapshot(4);
+    let sites = file["sites"].as_array_mut().unwrap();
+    sites[0]["site"]["frames"] = serde_json::json!([
+        frame("{closure#0}", "src/main.rs", 127),
+        frame(
+            "with<core::cell::RefCell<u8>>",
+            "std/src/thread/local.rs",
+            310
+        ),
+        frame("memoize", "src/main.rs", 127),
+        frame("main", "src/main.rs", 20),
+    ]);
+    sites[1]["site"]["frames"] = serde_json::json!([
+        frame("{closure#0}", "src/main.rs", 152),
+        frame("{closure#1}", "src/main.rs", 150),
+        frame("cache_summary", "src/main.rs", 150),
+        frame("main", "src/main.rs", 21),
+    ]);
+    let s = Snapshot::read_json_from(common::snapshot_file_of(file).as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.write_pprof_to(&mut out).unwrap();
+    let p = decode(&out);
+    assert_eq!(
+        p.frames(&p.sample[0]),
+        [
+            "{closure#0} in memoize (src/main.rs:127)",
+            "with<core::cell::RefCell<u8>> (std/src/thread/local.rs:310)",
+            "memoize (src/main.rs:127)",
+            "main (src/main.rs:20)",
+        ]
+    );
+    assert_eq!(
+        p.frames(&p.sample[1])[..3],
+        [
+            "{closure#0} in cache_summary (src/main.rs:152)",
+            "{closure#1} in cache_summary (src/main.rs:150)",
+            "cache_summary (src/main.rs:150)",
+        ]
+    );
+}
+
+#[test]
 fn shared_frames_are_one_location_and_one_function() {
     let p = snapshot_profile();
     let main = p
