@@ -486,7 +486,7 @@ fn show_and_diff_say_when_site_figures_are_sampled_estimates() {
 #[test]
 fn exports_of_sampled_figures_say_so_beside_the_exact_totals() {
     const NOTE: &str = "call sites sampled about once per 512.0 KiB: their figures are estimates; \
-                        exact: 132.5 KiB live in 113 blocks, 152.5 KiB allocated in 953";
+                        exact: 132.5 KiB live in 113 blocks, 152.5 KiB allocated in 953 blocks";
     let dir = common::temp_dir("sampled_exports");
     let mut file = common::snapshot(4);
     file["sampled_mean"] = (512 * 1024).into();

@@ -338,7 +338,15 @@ impl Delta {
                 .iter()
                 .find(|r| r.0 == 0 && r.1 == 0 && r.2 > 0)
                 .filter(|_| !self.is_comparison())
-                .map(|r| format!("; the busiest, {} {third}: {}", r.3, r.4));
+                .map(|r| {
+                    // "1 alloc"; the tag table's column is "allocated", bytes.
+                    let what = if r.2 == 1 && third == "allocs" {
+                        "alloc"
+                    } else {
+                        third
+                    };
+                    format!("; the busiest, {} {what}: {}", r.3, r.4)
+                });
             let cells: Vec<[String; 4]> = rows
                 .into_iter()
                 .filter(|r| r.0 != 0 || r.1 != 0)
@@ -794,7 +802,7 @@ impl Snapshot {
     /// The exact live and allocated figures, as the notes on sampled estimates give them.
     pub(crate) fn exact_live(&self) -> String {
         format!(
-            "{} live in {} blocks, {} allocated in {}",
+            "{} live in {} blocks, {} allocated in {} blocks",
             bytes(self.totals.live_bytes),
             thousands(self.totals.live_blocks),
             bytes(self.totals.total_bytes),
@@ -807,7 +815,7 @@ impl Delta {
     /// The exact growth and allocations, as the notes on sampled estimates give them.
     pub(crate) fn exact_growth(&self) -> String {
         format!(
-            "{} live in {} blocks, {} allocated in {}",
+            "{} live in {} blocks, {} allocated in {} blocks",
             signed_bytes(self.live_bytes()),
             signed(self.live_blocks()),
             bytes(self.allocated_bytes()),
