@@ -6,7 +6,7 @@
 //! | `sites` | `exact`, `off`, `sampled:BYTES` | call-site mode ([`CallSites`]) |
 //! | `depth` | 0 to 64 | frames kept per call site (0: none) |
 //! | `report` | a path | at exit, write the timeline and a final snapshot there (JSON) |
-//! | `every` | seconds, at least 0.1, e.g. `10`, `0.5` or `10s` | take a checkpoint automatically at that interval |
+//! | `every` | seconds, at least 0.1, e.g. `10`, `0.5` or `10s` | take a checkpoint automatically at that interval; with `report`, rewrite the report after each |
 //! | `keep` | a number of checkpoints, at least 2 | keep the first checkpoint and the latest, dropping the ones between |
 //! | `signals` | `on`, `off` | with `report`, also write it when SIGTERM, SIGINT or SIGHUP stops the process (see `signals.rs`) |
 //!
@@ -439,6 +439,7 @@ fn checkpoint_every(interval: Duration) {
                 std::thread::sleep(millis(wait));
             }
             crate::checkpoint::clock_checkpoint(format!("{}.{}s", due / 1000, due % 1000 / 100));
+            write_report_so_far();
         }
     })
 }
@@ -514,6 +515,43 @@ extern "C" fn write_report_at_exit() {
             path.display()
         )),
         Err(_) => say("HEAPDELTA: writing the exit report failed"),
+    }
+}
+
+/// With `report=` set too (see `checkpoint_every`): writes the report file as it stands after a
+/// checkpoint of the clock, its checkpoints so far without the `exit` snapshot, so that a process
+/// ended without its exit handlers (SIGKILL, the out-of-memory killer) leaves its timeline up to
+/// its last tick. Written beside the file and renamed over it where the directory allows, so a
+/// reader never sees half of it; never once the exit report is written, which has the last word.
+/// A failure is said once, and the next tick tries again.
+fn write_report_so_far() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let Some(path) = REPORT_PATH.get() else {
+        return;
+    };
+    if REPORT_PID.load(Ordering::Relaxed) != std::process::id() {
+        return;
+    }
+    // Held while writing, so that the exit report, which takes it too, comes after.
+    let written = REPORT_WRITTEN
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if *written {
+        return;
+    }
+    let result = std::panic::catch_unwind(|| crate::timeline().write_json(path));
+    let problem = match result {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "writing it failed".to_string(),
+    };
+    drop(written);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        say(&format!(
+            "HEAPDELTA: could not write the report to {} after a checkpoint: {problem}; \
+             trying again at the next ones (said once)",
+            path.display()
+        ));
     }
 }
 

@@ -172,6 +172,35 @@ fn heapdelta_every_takes_checkpoints_on_its_own() {
 }
 
 #[test]
+fn heapdelta_every_with_a_report_leaves_the_report_of_a_killed_process() {
+    let path = std::env::temp_dir().join(format!("heapdelta-killed-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut child = Command::new(example())
+        .args(["--steps", "200000", "--fixed"])
+        .env("HEAPDELTA", format!("every=0.1,report={}", path.display()))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("the example starts");
+    // The report is renamed into place whole, after the first tick: once it exists, SIGKILL,
+    // which runs no exit handler.
+    let start = std::time::Instant::now();
+    while !path.exists() && start.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().expect("the example is killed");
+    let status = child.wait().expect("the example is reaped");
+    assert!(!status.success(), "the example ended before it was killed");
+    let timeline = heapdelta::Timeline::read_json(&path).expect("a whole timeline file");
+    let labels: Vec<_> = timeline.checkpoints().iter().map(|c| c.label()).collect();
+    assert!(
+        labels.iter().any(|l| l.is_some_and(|l| l.ends_with('s'))),
+        "{labels:?}"
+    );
+    assert!(!labels.contains(&Some("exit")), "{labels:?}");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
 fn heapdelta_keep_holds_the_first_and_the_latest_checkpoints() {
     let path = std::env::temp_dir().join(format!("heapdelta-keep-{}.json", std::process::id()));
     let (out, _) = run_with_env(
