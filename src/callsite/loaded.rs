@@ -74,7 +74,11 @@ pub(crate) fn load_segments(
 }
 
 /// `dl_iterate_phdr`'s callback: for the object whose loaded segments hold the address, copies
-/// its path (while the loader's lock keeps it loaded) and stops the iteration (non-zero).
+/// its path (while the loader's lock keeps it loaded) and stops the iteration (non-zero). The copy
+/// allocates under the loader's lock, inside heapdelta's guard (symbols are resolved with it set),
+/// so it captures no stack and never asks the loader again; a thread whose unwind-rule lookup
+/// waits for that lock holds only `cfi`'s `LOOKUP`, which this thread's own lookups wait for a
+/// bounded time (see `cfi.rs`).
 #[cfg(target_os = "linux")]
 unsafe extern "C" fn callback(
     info: *mut libc::dl_phdr_info,

@@ -67,6 +67,10 @@ use std::sync::atomic::Ordering;
 ///
 /// A replay on one thread uses exactly one heap and matches CPython exactly.
 ///
+/// A thread's heap is its own because nothing else runs on that thread while it allocates: as
+/// with `malloc`, a signal handler that allocates while the pool is serving its thread breaks
+/// that (allocating in a handler is not async-signal-safe, with any allocator).
+///
 /// Threads beyond the heap slots (255 per pool) or the thread records (1,024 live threads), and
 /// threads whose thread-locals are being torn down, share one fallback heap under a short lock
 /// (spinning, then sleeping); a thread that found every heap slot taken looks through them again
