@@ -121,6 +121,10 @@ pub(crate) fn lock_timeline() -> MutexGuard<'static, Vec<Snapshot>> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Whether stderr was told that `HEAPDELTA` does nothing without a tracker (by
+/// `installed_or_hint` or `hint_if_not_installed`, whichever ran first: once is enough).
+static ENV_UNUSED_SAID: AtomicBool = AtomicBool::new(false);
+
 /// Whether a tracker is installed, for `is_installed`: on the first call that finds none, after
 /// one allocation (see `recorded_after_probe`), says once on stderr that `HEAPDELTA`, when set, does nothing. A program that guards its queries with
 /// `is_installed()`, as the README advises for builds without the tracker, never runs a query that
@@ -138,7 +142,7 @@ pub(crate) fn installed_or_hint() -> bool {
     if recorded_after_probe() {
         return true;
     }
-    if std::env::var_os("HEAPDELTA").is_some() {
+    if std::env::var_os("HEAPDELTA").is_some() && !ENV_UNUSED_SAID.swap(true, Ordering::Relaxed) {
         // Ignored: a closed stderr must not stop the program.
         let _ = writeln!(
             std::io::stderr(),
@@ -178,8 +182,10 @@ fn hint_if_not_installed() {
             None => "heapdelta::Tracker = heapdelta::Tracker::new();`",
         };
         let env = match std::env::var_os("HEAPDELTA") {
-            Some(_) => "; HEAPDELTA, set here, is read by the tracker and does nothing without it",
-            None => "",
+            Some(_) if !ENV_UNUSED_SAID.swap(true, Ordering::Relaxed) => {
+                "; HEAPDELTA, set here, is read by the tracker and does nothing without it"
+            }
+            _ => "",
         };
         // Ignored: a closed stderr must not stop the program.
         let _ = writeln!(

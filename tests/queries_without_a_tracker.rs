@@ -7,10 +7,14 @@ use std::process::Command;
 const CHILD: &str = "HEAPDELTA_TEST_NO_TRACKER_CHILD";
 
 /// In the child: the three queries, twice each, or (`CHILD=measure`) only `measure`, or
-/// (`CHILD=guarded`) only `is_installed`, twice, as a program that guards its queries with it.
+/// (`CHILD=guarded`) only `is_installed`, twice, as a program that guards its queries with it, or
+/// (`CHILD=both`) a checkpoint, then `is_installed`.
 #[test]
 fn the_child() {
-    if std::env::var_os(CHILD).is_some_and(|v| v == "guarded") {
+    if std::env::var_os(CHILD).is_some_and(|v| v == "both") {
+        let _ = heapdelta::checkpoint("step 1");
+        assert!(!heapdelta::is_installed());
+    } else if std::env::var_os(CHILD).is_some_and(|v| v == "guarded") {
         for _ in 0..2 {
             assert!(!heapdelta::is_installed());
         }
@@ -82,6 +86,13 @@ fn is_installed_without_a_tracker_says_once_that_heapdelta_is_not_read() {
         .matches("HEAPDELTA is set, but no heapdelta::Tracker")
         .count();
     assert_eq!(said, 1, "{stderr}");
+}
+
+#[test]
+fn heapdelta_unread_is_said_once_by_a_query_and_is_installed_together() {
+    let stderr = child_stderr_in("both", Some("report=never-written.json"));
+    assert_eq!(stderr.matches("HEAPDELTA").count(), 1, "{stderr}");
+    assert!(stderr.contains("HEAPDELTA, set here"), "{stderr}");
 }
 
 #[test]
