@@ -94,6 +94,20 @@ fn show_prints_a_snapshots_totals_and_top_sites() {
 }
 
 #[test]
+fn show_top_counts_the_snapshots_sites_it_cuts() {
+    let dir = demo("show_snapshot_top");
+    let run = heapdelta(["show", arg(&dir.join("step4.json")), "--top", "1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let last = run.stdout.lines().last().unwrap();
+    assert_eq!(
+        last.trim(),
+        "(and 2 more sites holding 4.5 KiB)",
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
 fn show_top_limits_a_timelines_growing_sites() {
     let dir = demo("show_timeline_top");
     let run = heapdelta(["show", arg(&dir.join("timeline.json")), "--top", "1"]);

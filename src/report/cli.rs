@@ -447,9 +447,12 @@ fn describe(s: &Snapshot, top: usize) -> String {
     if let Some(note) = estimates_note(s.sampled_mean) {
         let _ = writeln!(out, "{note}");
     }
-    let rows = by_leaf(snapshot_sites(s))
-        .iter()
+    let holding: Vec<_> = by_leaf(snapshot_sites(s))
+        .into_iter()
         .filter(|f| f.live_bytes > 0)
+        .collect();
+    let rows = holding
+        .iter()
         .take(top)
         .map(|f| {
             [
@@ -460,7 +463,20 @@ fn describe(s: &Snapshot, top: usize) -> String {
             ]
         })
         .collect();
-    out + &text::table_rows(["live bytes", "blocks", "allocs", "site"], rows)
+    out += &text::table_rows(["live bytes", "blocks", "allocs", "site"], rows);
+    // The sites `top` cut are counted, as `diff` counts its rows (a README audit).
+    if let Some(cut) = holding.get(top..).filter(|cut| !cut.is_empty()) {
+        let held: i64 = cut.iter().map(|f| f.live_bytes).sum();
+        let _ = writeln!(
+            out,
+            "{:>12}  (and {} more {} holding {})",
+            "",
+            thousands(cut.len() as u64),
+            if cut.len() == 1 { "site" } else { "sites" },
+            bytes(held.max(0) as u64)
+        );
+    }
+    out
 }
 
 fn diff(old: &Path, new: Option<&Path>, window: &Window, by: By, top: usize) -> Outcome {
