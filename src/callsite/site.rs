@@ -1,5 +1,6 @@
 //! The public, symbolised form of a call site: [`Site`] and its [`Frame`]s.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -54,13 +55,41 @@ impl fmt::Display for Frame {
     /// assert_eq!(frame.to_string(), "main");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_named(&self.function, f)
+    }
+}
+
+impl Frame {
+    /// `name (file:line)`, leaving out what is unknown.
+    fn write_named(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Names may come from a file: control characters are escaped.
-        write!(f, "{}", OneLine(&self.function))?;
+        write!(f, "{}", OneLine(name))?;
         match (&self.file, self.line) {
             (Some(file), Some(line)) => write!(f, " ({}:{line})", OneLine(file)),
             (Some(file), None) => write!(f, " ({})", OneLine(file)),
             (None, _) => Ok(()),
         }
+    }
+}
+
+/// The name `frame` is shown by, given the frames it was called from (`outer`, innermost first):
+/// its own, but for a closure or an async body named without its path (`{closure#0}`, as debug
+/// information of line tables only names it), which is named after the nearest of those frames
+/// in its file that is no such body itself, the function it was called in: `{closure#0} in
+/// memoize`. That is the function that defined it unless the closure was passed to another
+/// function of the same file that called it. (Reports and pprof, which adds functions up by
+/// name, would otherwise give the closures of all of a file's functions one name.)
+pub(crate) fn shown_name<'a>(
+    frame: &'a Frame,
+    outer: impl IntoIterator<Item = &'a Frame>,
+) -> Cow<'a, str> {
+    let bare = |f: &Frame| f.function.starts_with('{');
+    if !bare(frame) || frame.file.is_none() {
+        return Cow::Borrowed(&frame.function);
+    }
+    match outer.into_iter().find(|o| o.file == frame.file && !bare(o)) {
+        Some(o) => Cow::Owned(format!("{} in {}", frame.function, o.function)),
+        None => Cow::Borrowed(&frame.function),
     }
 }
 
@@ -173,6 +202,8 @@ impl Site {
 
 impl fmt::Display for Site {
     /// The innermost user frame, `function (file:line)`; `(unknown)` for a site without frames.
+    /// A closure named without its path is named after the function it was called in (see
+    /// `shown_name`): `{closure#0} in memoize (src/main.rs:127)`.
     ///
     /// ```
     /// use heapdelta::{Frame, Site};
@@ -185,8 +216,8 @@ impl fmt::Display for Site {
     /// assert_eq!(format!("{site}"), "model::encode (src/model.rs:61)");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.frames.first() {
-            Some(frame) => fmt::Display::fmt(frame, f),
+        match self.0.frames.split_first() {
+            Some((frame, outer)) => frame.write_named(&shown_name(frame, outer), f),
             None => f.write_str("(unknown)"),
         }
     }
@@ -256,6 +287,32 @@ mod tests {
         ]);
         let stack: Vec<&str> = site.stack().map(|f| f.function.as_str()).collect();
         assert_eq!(stack, ["inner", "(stack cut at 2 frames"]);
+    }
+
+    #[test]
+    fn a_closure_named_without_its_path_is_shown_in_the_function_of_its_file_it_ran_in() {
+        let site = Site::new(vec![
+            frame("{closure#0}", Some("src/main.rs"), Some(127)),
+            frame("{closure#2}", Some("src/main.rs"), Some(126)),
+            frame("with<u8>", Some("std/src/thread/local.rs"), Some(310)),
+            frame("memoize", Some("src/main.rs"), Some(126)),
+        ]);
+        assert_eq!(site.to_string(), "{closure#0} in memoize (src/main.rs:127)");
+    }
+
+    #[test]
+    fn a_closure_with_no_function_of_its_file_further_out_keeps_its_name() {
+        let site = Site::new(vec![
+            frame("{closure#6}", Some("src/main.rs"), Some(40)),
+            frame("run<u8>", Some("std/src/thread/mod.rs"), Some(500)),
+        ]);
+        assert_eq!(site.to_string(), "{closure#6} (src/main.rs:40)");
+        let named = Site::new(vec![frame(
+            "app::f::{{closure}}",
+            Some("src/a.rs"),
+            Some(3),
+        )]);
+        assert_eq!(named.to_string(), "app::f::{{closure}} (src/a.rs:3)");
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! the other fleet-wide profilers read. The messages are declared here with `prost`'s derive
 //! macros (field numbers as in pprof's `profile.proto`), so no `protoc` is needed to build.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::Path;
@@ -11,7 +10,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
-use crate::callsite::Frame;
+use crate::callsite::{shown_name, Frame};
 use crate::diff::Delta;
 use crate::report::text::estimates_note_beside;
 use crate::report::{delta_sites, snapshot_sites, write_file, SiteFigures, UNKNOWN_SITE};
@@ -202,25 +201,6 @@ impl Builder {
     }
 }
 
-/// The pprof function name of `stack[0]` (`stack` innermost first): its own, but for a closure or
-/// an async body named without its path (`{closure#0}`, as debug information of line tables only
-/// names it), which is named after the nearest function further out in the same file that it was
-/// called in, `{closure#0} in memoize`: pprof adds functions up by name, and the closures of all
-/// of a file's functions would otherwise be one function.
-fn function_name<'a>(stack: &[&'a Frame]) -> Cow<'a, str> {
-    let bare = |f: &Frame| f.function.starts_with('{');
-    let Some((f, outer)) = stack.split_first() else {
-        return Cow::Borrowed("");
-    };
-    if !bare(f) || f.file.is_none() {
-        return Cow::Borrowed(&f.function);
-    }
-    match outer.iter().find(|o| o.file == f.file && !bare(o)) {
-        Some(o) => Cow::Owned(format!("{} in {}", f.function, o.function)),
-        None => Cow::Borrowed(&f.function),
-    }
-}
-
 /// When and how the figures were counted: the window ending at `end_unix_nanos` (wall clock, 0:
 /// not known) and lasting `seconds`; the sampling mean when the sites' figures are estimates; the
 /// program they were counted in.
@@ -303,7 +283,7 @@ fn build(sites: &[SiteFigures], figures: Figures, window: Window, comment: &str)
             (0..stack.len())
                 .map(|i| {
                     let f = stack[i];
-                    let name = function_name(&stack[i..]);
+                    let name = shown_name(f, stack[i + 1..].iter().copied());
                     b.location(&name, f.file.as_deref(), f.line)
                 })
                 .collect()
