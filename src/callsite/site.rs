@@ -139,13 +139,19 @@ impl Site {
         Site::with_type(frames, type_name)
     }
 
-    /// The site as reports name it: its first frame and its type. Sites that differ only further
-    /// out (other callers, or a recursion cut at another depth) have the same leaf.
+    /// The site as reports name it: its first frame, under the name it is shown by (see
+    /// `shown_name`), and its type. Sites that differ only further out (other callers, or a
+    /// recursion cut at another depth) have the same leaf, but for closures called in different
+    /// functions.
     pub(crate) fn leaf(&self) -> Site {
-        Site::with_type(
-            self.0.frames.iter().take(1).cloned().collect(),
-            self.0.type_name.clone(),
-        )
+        let frames = match self.0.frames.split_first() {
+            Some((first, outer)) => vec![Frame {
+                function: shown_name(first, outer).into_owned(),
+                ..first.clone()
+            }],
+            None => Vec::new(),
+        };
+        Site::with_type(frames, self.0.type_name.clone())
     }
 
     /// A site whose frames are not known (`Display`: `(unknown)`).
@@ -313,6 +319,23 @@ mod tests {
             Some(3),
         )]);
         assert_eq!(named.to_string(), "app::f::{{closure}} (src/a.rs:3)");
+    }
+
+    #[test]
+    fn a_closures_leaf_keeps_the_function_it_ran_in() {
+        let site = Site::new(vec![
+            frame("{closure#0}", Some("src/main.rs"), Some(36)),
+            frame(
+                "collect<u8>",
+                Some("core/src/iter/traits/iterator.rs"),
+                Some(2064),
+            ),
+            frame("build", Some("src/main.rs"), Some(37)),
+        ]);
+        assert_eq!(
+            site.leaf().to_string(),
+            "{closure#0} in build (src/main.rs:36)"
+        );
     }
 
     #[test]

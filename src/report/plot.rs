@@ -227,7 +227,7 @@ fn series(t: &Timeline) -> Vec<Series> {
 /// with the file's name only, the function's path cut from the left when it is too long, so that
 /// the line and the type, which tell two sites of one function apart, stay.
 fn legend_name(site: &Site) -> String {
-    let Some(frame) = site.frames().first() else {
+    let Some((frame, outer)) = site.frames().split_first() else {
         return site.to_string();
     };
     let mut tail = String::new();
@@ -244,7 +244,8 @@ fn legend_name(site: &Site) -> String {
     if let Some(type_name) = site.known_type() {
         tail += &format!(" [{}]", OneLine(type_name));
     }
-    let function: Vec<char> = OneLine(&frame.function).to_string().chars().collect();
+    let shown = crate::callsite::shown_name(frame, outer);
+    let function: Vec<char> = OneLine(&shown).to_string().chars().collect();
     let room = NAME_CHARS.saturating_sub(tail.chars().count()).max(2);
     let name = if function.len() <= room {
         function.iter().collect::<String>() + &tail
