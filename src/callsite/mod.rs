@@ -13,7 +13,7 @@ mod cfi;
 mod intern;
 mod loaded;
 mod sampler;
-mod site;
+pub(crate) mod site;
 pub(crate) mod symbols;
 mod typename;
 
@@ -23,7 +23,6 @@ pub(crate) use capture::{frame_register_here, start_from, unwind_start_here, Unw
 pub(crate) use cfi::{lock_for_fork as lock_rules_for_fork, unlock_after_fork as unlock_rules};
 pub(crate) use intern::{SiteId, LAST_SITE};
 pub(crate) use sampler::{scale, scale_blocks, Sampler};
-pub(crate) use site::shown_name;
 pub use site::{Frame, Site};
 pub(crate) use symbols::resolve;
 

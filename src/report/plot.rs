@@ -244,7 +244,7 @@ fn legend_name(site: &Site) -> String {
     if let Some(type_name) = site.known_type() {
         tail += &format!(" [{}]", OneLine(type_name));
     }
-    let shown = crate::callsite::shown_name(frame, outer);
+    let shown = crate::callsite::site::shown_name(frame, outer);
     let function: Vec<char> = OneLine(&shown).to_string().chars().collect();
     let room = NAME_CHARS.saturating_sub(tail.chars().count()).max(2);
     let name = if function.len() <= room {

@@ -10,7 +10,8 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
-use crate::callsite::{shown_name, Frame};
+use crate::callsite::site::shown_name;
+use crate::callsite::Frame;
 use crate::diff::Delta;
 use crate::report::text::estimates_note_beside;
 use crate::report::{delta_sites, snapshot_sites, write_file, SiteFigures, UNKNOWN_SITE};

@@ -902,6 +902,13 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
         growth_rows(t, &growing, top, &mut lines);
     } else {
         lines.push(nothing_growing(t, &between));
+        // Live bytes rose at every step, and no site did: which sites grew most over those
+        // steps (a user trial's sampled run missed its leak at one step, and named no site).
+        if t.live_rose_at_every_step()
+            .is_some_and(|(_, _, sited)| sited)
+        {
+            grown_in_some_steps(t, &[], &mut lines);
+        }
     }
     // A blank line between the suspects and the steps.
     lines.push(String::new());
@@ -916,7 +923,8 @@ const GROWN_IN_SOME: usize = 3;
 /// Under the sites that grew at every step: how much of what the live total rose over those steps
 /// they hold, and the sites that grew most in some of the steps, which a leak's own tables do
 /// (they grow by doubling). Said when the sites listed hold less than four fifths of the rise,
-/// or another grew by a tenth of it (a user trial's session map, 3.6 MiB of 32 MiB).
+/// or another grew by a tenth of it (a user trial's session map, 3.6 MiB of 32 MiB). With no
+/// site that grew at every step (`growing` empty), the sites that grew most.
 fn grown_in_some_steps(t: &Timeline, growing: &[Growth], lines: &mut Vec<String>) {
     let Some((change, some)) = t.grown_in_window() else {
         return;
@@ -936,12 +944,20 @@ fn grown_in_some_steps(t: &Timeline, growing: &[Growth], lines: &mut Vec<String>
     if some.is_empty() {
         return;
     }
-    let steps = growing.first().map_or(0, |g| g.steps);
-    lines.push(format!(
-        "   these hold {} of the {} the live total rose in those steps; grown in some of them:",
-        signed_bytes(held),
-        signed_bytes(change)
-    ));
+    let steps = some[0].steps;
+    if growing.is_empty() {
+        lines.push(format!(
+            "   grown most in some of those {steps} steps, of the {} the live total rose:",
+            signed_bytes(change)
+        ));
+    } else {
+        lines.push(format!(
+            "   these hold {} of the {} the live total rose in those steps; grown in some of \
+             them:",
+            signed_bytes(held),
+            signed_bytes(change)
+        ));
+    }
     for g in some.iter().take(GROWN_IN_SOME) {
         lines.push(format!(
             "   {:>11} in {} of {steps} steps  {}  [{}]",
@@ -1561,6 +1577,28 @@ mod tests {
         );
         assert!(
             lines[3].contains("in 1 of 5 steps  record (src/main.rs:105)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn with_no_site_grown_at_every_step_the_sites_grown_most_are_listed() {
+        // A user trial's sampled run: its leak had no sample at one step, and no site was named.
+        let memo = [0, 10, 20, 20, 30, 40];
+        let table = [0, 0, 0, 16, 16, 16];
+        let text = timeline_of("memoize", &[(122, memo), (127, table)], [0; 6]).to_string();
+        let lines: Vec<&str> = text.lines().take(4).collect();
+        assert!(
+            lines[0].contains("no single call site grew at every step"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[1..],
+            [
+                "   grown most in some of those 5 steps, of the +448 B the live total rose:",
+                "        +320 B in 4 of 5 steps  memoize (src/main.rs:122)  [(unknown)]",
+                "        +128 B in 1 of 5 steps  memoize (src/main.rs:127)  [(unknown)]",
+            ],
             "{text}"
         );
     }
