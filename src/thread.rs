@@ -319,8 +319,12 @@ struct Owner;
 impl Drop for Owner {
     fn drop(&mut self) {
         let _ = STATE.try_with(|st| {
-            // Closed before the slot is given back, so that no event (of a signal handler) counts
-            // into a slot another thread may have claimed.
+            // The thread's own slot is let go before the doors close, and given back only after:
+            // an event of a signal handler in between reopens no door (`refresh_fast` finds no
+            // slot of the thread's own), and none counts into a slot another thread may claim.
+            let index = st.index.replace(0);
+            st.slot.set(stats::shared_slot());
+            compiler_fence(Ordering::SeqCst);
             st.set_doors(ptr::null(), ptr::null(), ptr::null());
             // Folded, and the limit set for what remains of the thread: allocations that other
             // thread-local destructors make after this one are counted, and can make a peak.
@@ -328,13 +332,13 @@ impl Drop for Owner {
                 stats::flush(p);
                 stats::refresh(p);
             });
-            stats::release(st.index.replace(0));
+            stats::release(index);
             // No buffer is allocated from now on.
             st.owned.set(false);
             // SAFETY: the buffer is this thread's, from `StackBuffer::allocate`, and not borrowed:
-            // a thread-local destructor does not run inside heapdelta's code on this thread.
+            // a thread-local destructor does not run inside heapdelta's code on this thread (a
+            // signal handler's capture, which could, ends before this goes on).
             unsafe { StackBuffer::free(st.stack.replace(ptr::null_mut())) };
-            st.slot.set(stats::shared_slot());
         });
     }
 }
@@ -425,6 +429,10 @@ impl State {
         if self.busy.replace(true) {
             return (0, None);
         }
+        // The guard is set before the buffer is used, and cleared after, as a signal handler
+        // on this thread sees them (the compiler could otherwise drop the pair around a replay
+        // that makes no call).
+        compiler_fence(Ordering::SeqCst);
         // With no frame to keep, nothing is walked (nor are frame pointers probed for).
         if depth == 0 {
             return (self.capture_guarded(0, depth, None), None);
@@ -465,6 +473,8 @@ impl State {
                 *hit.counters
             }
         };
+        // As in `capture_site`: the buffer's last use comes before the guard is cleared.
+        compiler_fence(Ordering::SeqCst);
         self.busy.set(false);
         (hit.id, counters)
     }
@@ -483,6 +493,7 @@ impl State {
             unsafe { self.stack.get().as_mut() }.and_then(|b| b.replay_unwound(&regs, depth));
         if let Some(id) = named {
             // The check neither allocates nor calls out: nothing ran that the guard must hide.
+            compiler_fence(Ordering::SeqCst);
             self.busy.set(false);
             return id;
         }
