@@ -6,9 +6,10 @@
 //! | `sites` | `exact`, `off`, `sampled:BYTES` | call-site mode ([`CallSites`]) |
 //! | `depth` | 0 to 64 | frames kept per call site (0: none) |
 //! | `report` | a path | at exit, write the timeline and a final snapshot there (JSON) |
-//! | `every` | seconds, at least 0.1, e.g. `10`, `0.5` or `10s` | take a checkpoint automatically at that interval; with `report`, rewrite the report after each |
+//! | `every` | seconds, at least 0.1, e.g. `10`, `0.5` or `10s` | take a checkpoint automatically at that interval |
 //! | `keep` | a number of checkpoints, at least 2 | keep the first checkpoint and the latest, dropping the ones between |
 //! | `signals` | `on`, `off` | with `report`, also write it when SIGTERM, SIGINT or SIGHUP stops the process (see `signals.rs`) |
+//! | `rewrite` | `on`, `off` | with `report` and `every`, also rewrite the report after the clock's checkpoints (see `write_report_so_far`) |
 //!
 //! A malformed entry is reported as one line naming its key, and that setting keeps its default;
 //! the other entries still apply.
@@ -43,7 +44,11 @@ pub(crate) struct Config {
     pub every: Option<Duration>,
     pub keep: Option<usize>,
     pub signals: Option<bool>,
+    pub rewrite: Option<bool>,
 }
+
+/// The keys, as messages list them.
+const KEYS: &str = "sites, depth, report, every, keep, signals, rewrite";
 
 /// Parses a `HEAPDELTA` value: the settings, and one message per bad entry.
 pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
@@ -52,9 +57,7 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
     let mut seen: Vec<&str> = Vec::new();
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((key, val)) = entry.split_once('=') else {
-            errors.push(format!(
-                "{VAR}: {entry:?} is not key=value (keys: sites, depth, report, every, keep, signals)"
-            ));
+            errors.push(format!("{VAR}: {entry:?} is not key=value (keys: {KEYS})"));
             continue;
         };
         let (key, val) = (key.trim(), val.trim());
@@ -91,7 +94,8 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
             "every" => parse_every(val).map(|d| config.every = Some(d)),
             "keep" => parse_keep(val).map(|n| config.keep = Some(n)),
             "signals" => parse_on_off(val).map(|on| config.signals = Some(on)),
-            _ => Err("unknown key (keys: sites, depth, report, every, keep, signals)".to_string()),
+            "rewrite" => parse_on_off(val).map(|on| config.rewrite = Some(on)),
+            _ => Err(format!("unknown key (keys: {KEYS})")),
         };
         if let Err(why) = parsed {
             // Unset (the program's own setting, or the default), even when an earlier entry set the
@@ -103,6 +107,7 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
                 "every" => config.every = None,
                 "keep" => config.keep = None,
                 "signals" => config.signals = None,
+                "rewrite" => config.rewrite = None,
                 _ => {}
             }
             errors.push(format!(
@@ -191,6 +196,10 @@ static REPORT_PATH: OnceCell<PathBuf> = OnceCell::new();
 /// The process that read `report=`: a child it forks inherits the exit handler, and must not
 /// write its parent's report.
 static REPORT_PID: AtomicU32 = AtomicU32::new(0);
+/// `rewrite=on`, with `report=` and `every=` both set.
+static REWRITE: AtomicBool = AtomicBool::new(false);
+/// Whether a failure to rewrite the report has been said (see `write_report_so_far`).
+static REWRITE_SAID: AtomicBool = AtomicBool::new(false);
 
 /// Whether `HEAPDELTA` has been read: the condition for a thread to record directly.
 pub(crate) fn applied() -> bool {
@@ -358,6 +367,8 @@ pub(crate) fn apply_once() {
                     "HEAPDELTA: report={}: {problem}; writing it at exit will fail unless that changes",
                     path.display()
                 ));
+                // Said: the rewrites that fail for it say nothing more.
+                REWRITE_SAID.store(true, Ordering::Relaxed);
             }
             if REPORT_PATH.set(path).is_ok() {
                 REPORT_PID.store(std::process::id(), Ordering::Relaxed);
@@ -372,6 +383,15 @@ pub(crate) fn apply_once() {
         }
         if config.signals == Some(true) && REPORT_PATH.get().is_none() {
             say("HEAPDELTA: signals=on writes the report= file, and there is none; ignoring it");
+        }
+        if config.rewrite == Some(true) {
+            match (REPORT_PATH.get(), config.every) {
+                (Some(_), Some(_)) => REWRITE.store(true, Ordering::Relaxed),
+                _ => say(
+                    "HEAPDELTA: rewrite=on rewrites the report= file after each checkpoint of \
+                     every=, and needs both; ignoring it",
+                ),
+            }
         }
         if let Some(keep) = config.keep {
             crate::checkpoint::keep_at_most(keep);
@@ -432,6 +452,8 @@ fn checkpoint_every(interval: Duration) {
         let step = interval.as_millis().max(1);
         let now = || (crate::checkpoint::seconds() * 1000.0) as u128;
         let mut tick = now() / step;
+        // When the report may be rewritten next (`rewrite=on`).
+        let mut rewrite_at = std::time::Instant::now();
         loop {
             tick = (tick + 1).max(now() / step);
             let due = tick * step;
@@ -439,10 +461,20 @@ fn checkpoint_every(interval: Duration) {
                 std::thread::sleep(millis(wait));
             }
             crate::checkpoint::clock_checkpoint(format!("{}.{}s", due / 1000, due % 1000 / 100));
-            write_report_so_far();
+            let start = std::time::Instant::now();
+            if REWRITE.load(Ordering::Relaxed) && start >= rewrite_at {
+                write_report_so_far();
+                // Rewrites take at most a tenth of the time: the file grows with the run, and
+                // a rewrite of a long run's timeline takes long enough to crowd out the ticks.
+                rewrite_at = start + start.elapsed() * REWRITE_PAUSE;
+            }
         }
     })
 }
+
+/// After a rewrite of the report, the clock's checkpoints skip rewriting it for this many times
+/// as long as it took.
+const REWRITE_PAUSE: u32 = 9;
 
 /// `ms` milliseconds, or the longest sleep a `Duration` of milliseconds holds (half a billion
 /// years) when that is more: an `every=` of 2^64 ms and more waits that long, not its remainder.
@@ -518,19 +550,24 @@ extern "C" fn write_report_at_exit() {
     }
 }
 
-/// With `report=` set too (see `checkpoint_every`): writes the report file as it stands after a
+/// `rewrite=on` (see `checkpoint_every`): rewrites the report file as it stands after a
 /// checkpoint of the clock, its checkpoints so far without the `exit` snapshot, so that a process
 /// ended without its exit handlers (SIGKILL, the out-of-memory killer) leaves its timeline up to
-/// its last tick. Written beside the file and renamed over it where the directory allows, so a
-/// reader never sees half of it; never once the exit report is written, which has the last word.
-/// A failure is said once, and the next tick tries again.
+/// a recent tick. The file is only ever replaced whole, written beside it and renamed over it, so
+/// a reader or a kill never meets half of it: when that cannot be done (a file with other names
+/// or another owner, not a regular file, a directory that refuses the new file), nothing is
+/// written until the exit report. Never once the exit report is written, which has the last
+/// word. A failure is said once, and a later tick tries again.
 fn write_report_so_far() {
-    static SAID: AtomicBool = AtomicBool::new(false);
     let Some(path) = REPORT_PATH.get() else {
         return;
     };
     if REPORT_PID.load(Ordering::Relaxed) != std::process::id() {
         return;
+    }
+    // Asked before the timeline is made into a file, which a long run's makes costly.
+    if let Some(problem) = unwritable(path) {
+        return say_once(path, &problem);
     }
     // Held while writing, so that the exit report, which takes it too, comes after.
     let written = REPORT_WRITTEN
@@ -539,17 +576,28 @@ fn write_report_so_far() {
     if *written {
         return;
     }
-    let result = std::panic::catch_unwind(|| crate::timeline().write_json(path));
-    let problem = match result {
-        Ok(Ok(())) => return,
-        Ok(Err(e)) => e.to_string(),
-        Err(_) => "writing it failed".to_string(),
-    };
+    let result = std::panic::catch_unwind(|| {
+        crate::report::replace_file(path, |w| crate::timeline().json_into(w))
+    });
     drop(written);
-    if !SAID.swap(true, Ordering::Relaxed) {
+    match result {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => say_once(
+            path,
+            "it cannot be replaced whole (a file with other names or another owner, not a \
+             regular file, or a directory that refuses new files), and is not rewritten in place",
+        ),
+        Ok(Err(e)) => say_once(path, &e.to_string()),
+        Err(_) => say_once(path, "making it failed"),
+    }
+}
+
+/// The line saying that the report could not be rewritten, once per process.
+fn say_once(path: &Path, problem: &str) {
+    if !REWRITE_SAID.swap(true, Ordering::Relaxed) {
         say(&format!(
-            "HEAPDELTA: could not write the report to {} after a checkpoint: {problem}; \
-             trying again at the next ones (said once)",
+            "HEAPDELTA: rewrite=on: could not rewrite the report {}: {problem}; trying again at \
+             later checkpoints, and at exit (said once)",
             path.display()
         ));
     }
@@ -649,6 +697,13 @@ mod tests {
     fn every_takes_whole_and_fractional_seconds() {
         assert_eq!(ok("every=10").every, Some(Duration::from_secs(10)));
         assert_eq!(ok("every=0.5").every, Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn rewrite_is_on_or_off() {
+        assert_eq!(ok("rewrite=on").rewrite, Some(true));
+        assert_eq!(ok("rewrite=off").rewrite, Some(false));
+        assert_eq!(bad("rewrite=always").0.rewrite, None);
     }
 
     #[test]

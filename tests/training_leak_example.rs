@@ -171,13 +171,27 @@ fn heapdelta_every_takes_checkpoints_on_its_own() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Starts the example for long enough to be killed, with `HEAPDELTA` set to `config`.
+fn start_long_run(config: &str) -> std::process::Child {
+    Command::new(example())
+        .args(["--steps", "200000", "--fixed"])
+        .env("HEAPDELTA", config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the example starts")
+}
+
 #[test]
-fn heapdelta_every_with_a_report_leaves_the_report_of_a_killed_process() {
+fn heapdelta_rewrite_leaves_the_report_of_a_killed_process() {
     let path = std::env::temp_dir().join(format!("heapdelta-killed-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let mut child = Command::new(example())
         .args(["--steps", "200000", "--fixed"])
-        .env("HEAPDELTA", format!("every=0.1,report={}", path.display()))
+        .env(
+            "HEAPDELTA",
+            format!("every=0.1,report={},rewrite=on", path.display()),
+        )
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("the example starts");
@@ -198,6 +212,42 @@ fn heapdelta_every_with_a_report_leaves_the_report_of_a_killed_process() {
     );
     assert!(!labels.contains(&Some("exit")), "{labels:?}");
     let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn heapdelta_rewrite_never_writes_a_hard_linked_report_in_place() {
+    let dir = std::env::temp_dir();
+    let path = dir.join(format!("heapdelta-linked-{}.json", std::process::id()));
+    let other = dir.join(format!("heapdelta-linked-{}.other", std::process::id()));
+    let _ = (std::fs::remove_file(&path), std::fs::remove_file(&other));
+    std::fs::write(&path, "before").unwrap();
+    std::fs::hard_link(&path, &other).unwrap();
+    // A reader of a file rewritten in place can meet it empty or half written: it is left alone
+    // until the exit report.
+    let mut child = start_long_run(&format!("every=0.1,report={},rewrite=on", path.display()));
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    child.kill().expect("the example is killed");
+    let out = child.wait_with_output().expect("the example is reaped");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "before",
+        "{stderr}"
+    );
+    assert!(stderr.contains("cannot be replaced whole"), "{stderr}");
+    let _ = (std::fs::remove_file(&path), std::fs::remove_file(&other));
+}
+
+#[test]
+fn heapdelta_every_with_a_report_but_no_rewrite_writes_it_at_exit_only() {
+    let path =
+        std::env::temp_dir().join(format!("heapdelta-no-rewrite-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut child = start_long_run(&format!("every=0.1,report={}", path.display()));
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    child.kill().expect("the example is killed");
+    let _ = child.wait();
+    assert!(!path.exists());
 }
 
 #[test]

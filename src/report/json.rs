@@ -711,7 +711,7 @@ impl Timeline {
     }
 
     /// The JSON file's bytes, made into `w` (in heapdelta's guard).
-    fn json_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
+    pub(crate) fn json_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
         let (sites, resolved) = site_table(&self.checkpoints);
         serde_json::to_writer(
             w,

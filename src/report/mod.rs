@@ -171,6 +171,28 @@ pub(crate) fn write_file(
     })
 }
 
+/// `write_file` for a file that must never be seen half written (the report `HEAPDELTA=rewrite=on`
+/// rewrites while the program runs): written beside `path` and renamed over it only, never in
+/// place. `Ok(false)`, having written nothing, when `path` cannot be replaced so: it is not a
+/// regular file, has other names or another owner (asked before `write` runs), or its directory
+/// refuses the new file or the rename.
+pub(crate) fn replace_file(
+    path: &Path,
+    write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>,
+) -> io::Result<bool> {
+    thread::untracked(|| {
+        let permissions = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_file() && replaceable(&m) => Some(m.permissions()),
+            Ok(_) => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let mut bytes = Vec::new();
+        write(&mut bytes)?;
+        write_beside(path, &bytes, permissions)
+    })
+}
+
 /// Whether a regular file may be replaced by a new one of the same name without anyone noticing
 /// but by its contents: it has no other name, and we own it.
 fn replaceable(m: &std::fs::Metadata) -> bool {
