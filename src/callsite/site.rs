@@ -74,11 +74,14 @@ impl Frame {
 
 /// The name `frame` is shown by, given the frames it was called from (`outer`, innermost first):
 /// its own, but for a closure or an async body named without its path (`{closure#0}`, as debug
-/// information of line tables only names it), which is named after the nearest of those frames
-/// in its file that is no such body itself, the function it was called in: `{closure#0} in
-/// memoize`. That is the function that defined it unless the closure was passed to another
-/// function of the same file that called it. (Reports and pprof, which adds functions up by
-/// name, would otherwise give the closures of all of a file's functions one name.)
+/// information of line tables only names it), which is named after a function of its file it
+/// was called in, `{closure#0} in memoize`: of those further out (that are no such body
+/// themselves), the one whose line is nearest the closure's. A closure's body lies in its
+/// function's, near the line that function calls on from; a helper of the same file that the
+/// closure is passed to (`with_retry(|| …)`) calls it from its own body, further away, so the
+/// closures of `load` and `save` are not both named after `with_retry` (a review). Reports and
+/// pprof, which adds functions up by name, would otherwise give the closures of all of a file's
+/// functions one name.
 pub(crate) fn shown_name<'a>(
     frame: &'a Frame,
     outer: impl IntoIterator<Item = &'a Frame>,
@@ -87,8 +90,23 @@ pub(crate) fn shown_name<'a>(
     if !bare(frame) || frame.file.is_none() {
         return Cow::Borrowed(&frame.function);
     }
-    match outer.into_iter().find(|o| o.file == frame.file && !bare(o)) {
-        Some(o) => Cow::Owned(format!("{} in {}", frame.function, o.function)),
+    let distance = |o: &Frame| match (frame.line, o.line) {
+        (Some(a), Some(b)) => a.abs_diff(b),
+        _ => u32::MAX,
+    };
+    // The first of the nearest: `min_by_key` keeps the last of equals.
+    let mut named: Option<(&Frame, u32)> = None;
+    for o in outer
+        .into_iter()
+        .filter(|o| o.file == frame.file && !bare(o))
+    {
+        let d = distance(o);
+        if named.is_none_or(|(_, best)| d < best) {
+            named = Some((o, d));
+        }
+    }
+    match named {
+        Some((o, _)) => Cow::Owned(format!("{} in {}", frame.function, o.function)),
         None => Cow::Borrowed(&frame.function),
     }
 }
@@ -304,6 +322,28 @@ mod tests {
             frame("memoize", Some("src/main.rs"), Some(126)),
         ]);
         assert_eq!(site.to_string(), "{closure#0} in memoize (src/main.rs:127)");
+    }
+
+    #[test]
+    fn a_closure_passed_to_a_helper_of_its_file_is_named_after_the_function_that_wrote_it() {
+        // A review: `load` and `save` both pass a closure to `with_retry`.
+        let called = |at: u32, from: &str, from_line: u32| {
+            Site::new(vec![
+                frame("{closure#0}", Some("src/main.rs"), Some(at)),
+                frame("with_retry<{closure#0}>", Some("src/main.rs"), Some(40)),
+                frame(from, Some("src/main.rs"), Some(from_line)),
+                frame("main", Some("src/main.rs"), Some(60)),
+            ])
+            .to_string()
+        };
+        assert_eq!(
+            called(12, "load", 11),
+            "{closure#0} in load (src/main.rs:12)"
+        );
+        assert_eq!(
+            called(22, "save", 21),
+            "{closure#0} in save (src/main.rs:22)"
+        );
     }
 
     #[test]
