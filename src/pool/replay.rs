@@ -26,6 +26,13 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::collections::BTreeMap;
 
 /// One trace operation.
+///
+/// ```
+/// use heapdelta::replay::{parse, Op};
+///
+/// assert_eq!(parse("s after load")?, [Op::Snapshot("after load".to_string())]);
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// `a ID SIZE`
@@ -88,6 +95,17 @@ fn id(n: usize) -> Option<u32> {
 }
 
 /// The counters at one `s LABEL` line.
+///
+/// ```
+/// use heapdelta::{replay, Pool};
+///
+/// let ops = replay::parse("a 1 24\ns loaded\nf 1")?;
+/// let out = replay::run(&Pool::new(), &ops)?;
+/// let s = &out.snapshots[0];
+/// assert_eq!((s.label.as_str(), s.op), ("loaded", 1));
+/// assert_eq!(s.stats.bytes_in_use, 32); // 24 B in a 32-byte block
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     /// The label.
@@ -99,6 +117,16 @@ pub struct Snapshot {
 }
 
 /// Everything a replay measured.
+///
+/// ```
+/// use heapdelta::{replay, Pool};
+///
+/// let ops = replay::parse("a 1 24\na 2 24\nf 1")?;
+/// let out = replay::run(&Pool::new(), &ops)?;
+/// assert_eq!(out.after.bytes_in_use, 32); // block 2 survives the trace
+/// assert_eq!(out.after_cleanup.bytes_in_use, 0);
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Outcome {
     /// One entry per `s` line, in order.
