@@ -74,14 +74,18 @@ impl Frame {
 
 /// The name `frame` is shown by, given the frames it was called from (`outer`, innermost first):
 /// its own, but for a closure or an async body named without its path (`{closure#0}`, as debug
-/// information of line tables only names it), which is named after a function of its file it
-/// was called in, `{closure#0} in memoize`: of those further out (that are no such body
-/// themselves), the one whose line is nearest the closure's. A closure's body lies in its
-/// function's, near the line that function calls on from; a helper of the same file that the
-/// closure is passed to (`with_retry(|| …)`) calls it from its own body, further away, so the
-/// closures of `load` and `save` are not both named after `with_retry` (a review). Reports and
-/// pprof, which adds functions up by name, would otherwise give the closures of all of a file's
-/// functions one name.
+/// information of line tables only names it), which is named after the function that wrote it,
+/// `{closure#0} in memoize`, as far as the frames tell:
+/// - a frame it was called through that carries its state as a generic argument names that
+///   function (`with_log<app::summarize::{closure_env#0}>` for a closure kept in a variable and
+///   passed to a helper: a user trial's was named after the helper);
+/// - otherwise, of the functions of its file further out (that are no such body themselves), the
+///   one whose line is nearest the closure's: a closure's body lies in its function's, near the
+///   line that function calls on from, where a helper of the same file that it is passed to
+///   (`with_retry(|| …)`) calls it from its own body, further away (a review's `load` and `save`).
+///
+/// Reports and pprof, which adds functions up by name, would otherwise give the closures of all
+/// of a file's functions one name.
 pub(crate) fn shown_name<'a>(
     frame: &'a Frame,
     outer: impl IntoIterator<Item = &'a Frame>,
@@ -95,20 +99,53 @@ pub(crate) fn shown_name<'a>(
         _ => u32::MAX,
     };
     // The first of the nearest: `min_by_key` keeps the last of equals.
-    let mut named: Option<(&Frame, u32)> = None;
-    for o in outer
-        .into_iter()
-        .filter(|o| o.file == frame.file && !bare(o))
-    {
-        let d = distance(o);
-        if named.is_none_or(|(_, best)| d < best) {
-            named = Some((o, d));
+    let mut nearest: Option<(&Frame, u32)> = None;
+    // Frames up to the first function of its file: the adapters it was called through.
+    let mut through_adapters = true;
+    for o in outer {
+        if through_adapters {
+            if let Some(owner) = owner_in_generics(&frame.function, &o.function) {
+                return Cow::Owned(format!("{} in {owner}", frame.function));
+            }
+        }
+        if o.file == frame.file && !bare(o) {
+            through_adapters = false;
+            let d = distance(o);
+            if nearest.is_none_or(|(_, best)| d < best) {
+                nearest = Some((o, d));
+            }
         }
     }
-    match named {
+    match nearest {
         Some((o, _)) => Cow::Owned(format!("{} in {}", frame.function, o.function)),
         None => Cow::Borrowed(&frame.function),
     }
+}
+
+/// The function whose closure or async body `bare` is (`{closure#0}`, `{async_fn#1}`), when
+/// `name`, a frame's, carries its state as a generic argument: `app::summarize::{closure_env#0}`
+/// in `with_log<app::summarize::{closure_env#0}>` gives `summarize`, the path's last function
+/// (with the bodies it lies in: `main::{closure#1}` for a closure inside a closure).
+fn owner_in_generics<'a>(bare: &str, name: &'a str) -> Option<&'a str> {
+    let inner = bare.strip_prefix('{')?;
+    let (kind, index) = inner.get(..inner.find('}')?)?.split_once('#')?;
+    let at = name.find(&format!("::{{{kind}_env#{index}}}"))?;
+    let path_char = |c: char| c.is_alphanumeric() || matches!(c, '_' | ':' | '{' | '}' | '#');
+    let start = name[..at]
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !path_char(c))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let path = &name[start..at];
+    // From the last segment that is a function's name, not a body's.
+    let from = path
+        .match_indices("::")
+        .map(|(i, _)| i + 2)
+        .filter(|&i| !path[i..].starts_with('{'))
+        .last()
+        .unwrap_or(0);
+    let owner = path[from..].trim_start_matches(':');
+    (!owner.is_empty() && !owner.starts_with('{')).then_some(owner)
 }
 
 /// A call site: the symbolised stack of an allocation, trimmed so that the first frame is the
@@ -343,6 +380,44 @@ mod tests {
         assert_eq!(
             called(22, "save", 21),
             "{closure#0} in save (src/main.rs:22)"
+        );
+    }
+
+    #[test]
+    fn a_closure_kept_in_a_variable_is_named_after_the_function_its_state_names() {
+        // A user trial: `let render = |n| …;` in `summarize` (line 12), passed to `with_log`
+        // (line 7 of the same file), called from line 43.
+        let site = Site::new(vec![
+            frame("{closure#0}", Some("src/report.rs"), Some(12)),
+            frame(
+                "with_log<kvcache::report::summarize::{closure_env#0}>",
+                Some("src/report.rs"),
+                Some(7),
+            ),
+            frame("summarize", Some("src/report.rs"), Some(43)),
+        ]);
+        assert_eq!(
+            site.to_string(),
+            "{closure#0} in summarize (src/report.rs:12)"
+        );
+    }
+
+    #[test]
+    fn the_state_of_a_closure_in_a_closure_names_both() {
+        assert_eq!(
+            owner_in_generics(
+                "{closure#0}",
+                "map<u8, app::main::{closure#1}::{closure_env#0}>"
+            ),
+            Some("main::{closure#1}")
+        );
+        assert_eq!(
+            owner_in_generics("{async_fn#0}", "poll<app::serve::{async_fn_env#0}>"),
+            Some("serve")
+        );
+        assert_eq!(
+            owner_in_generics("{closure#1}", "map<app::main::{closure_env#0}>"),
+            None
         );
     }
 
