@@ -399,7 +399,7 @@ pub(crate) fn apply_once() {
         if let Some(every) = config.every {
             // Find a global pool now, on this thread, rather than on the checkpoint thread.
             crate::pool::global_pool();
-            let spawned = spawn_own(move || checkpoint_every(every));
+            let spawned = spawn_own(c"heapdelta-clock", move || checkpoint_every(every));
             if spawned.is_err() {
                 say("HEAPDELTA: could not start the checkpoint thread for every=");
             }
@@ -501,8 +501,9 @@ fn on_signals() {
 const OWN_STACK: usize = 2 << 20;
 
 /// Starts a thread of heapdelta's own with every signal blocked, so that signals meant for the
-/// program (a thread of its waiting in `sigwait`, say) are never delivered to it.
-pub(crate) fn spawn_own(f: impl FnOnce() + Send + 'static) -> io::Result<()> {
+/// program (a thread of its waiting in `sigwait`, say) are never delivered to it. `name` (at most
+/// 15 bytes) is the name the system shows for it (`top -H`, `/proc/PID/task/*/comm`).
+pub(crate) fn spawn_own(name: &'static CStr, f: impl FnOnce() + Send + 'static) -> io::Result<()> {
     // SAFETY: `all` and `before` are valid signal sets; a new thread starts with its creator's
     // mask, which is restored at once.
     unsafe {
@@ -516,10 +517,28 @@ pub(crate) fn spawn_own(f: impl FnOnce() + Send + 'static) -> io::Result<()> {
         // The stack size is given, std's default, so that `spawn` does not read
         // `RUST_MIN_STACK` under std's environment lock: this runs inside the program's first
         // allocation, which may be made under that lock (`env::var` copying a value).
-        let spawned = std::thread::Builder::new().stack_size(OWN_STACK).spawn(f);
+        let spawned = std::thread::Builder::new()
+            .stack_size(OWN_STACK)
+            .spawn(move || {
+                name_this_thread(name);
+                f()
+            });
         libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
         spawned.map(drop)
     }
+}
+
+/// Gives the calling thread `name` in the system's view, without std's thread name, which std
+/// copies on the new thread outside heapdelta's guard (see `spawn_own`). Linux only.
+fn name_this_thread(name: &CStr) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `name` is NUL-terminated; `PR_SET_NAME` reads at most 16 bytes of it and copies
+    // them, and only names the calling thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr());
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = name;
 }
 
 /// Whether the report has been written (or is being written): it is written once, by whichever
@@ -565,6 +584,14 @@ fn write_report_so_far() {
     if REPORT_PID.load(Ordering::Relaxed) != std::process::id() {
         return;
     }
+    // A symbolic link: the file it names is replaced (a user trial's link was left alone, and
+    // a kill then left nothing), as the exit report writes through it.
+    let linked = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let resolved = match linked {
+        true => std::fs::canonicalize(path).ok(),
+        false => None,
+    };
+    let path = resolved.as_deref().unwrap_or(path);
     // Asked before the timeline is made into a file, which a long run's makes costly.
     if let Some(problem) = unwritable(path) {
         return say_once(path, &problem);
@@ -585,7 +612,8 @@ fn write_report_so_far() {
         Ok(Ok(false)) => say_once(
             path,
             "it cannot be replaced whole (a file with other names or another owner, not a \
-             regular file, or a directory that refuses new files), and is not rewritten in place",
+             regular file, a link to no file, or a directory that refuses new files), and is not \
+             rewritten in place",
         ),
         Ok(Err(e)) => say_once(path, &e.to_string()),
         Err(_) => say_once(path, "making it failed"),

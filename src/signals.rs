@@ -55,7 +55,7 @@ pub(crate) fn install(write_report: fn()) -> Result<(), String> {
             std::io::Error::last_os_error()
         ));
     }
-    let spawned = crate::config::spawn_own(move || {
+    let spawned = crate::config::spawn_own(c"heapdelta-sig", move || {
         crate::thread::untracked(|| wait_and_report(write_report))
     });
     if let Err(e) = spawned {

@@ -239,6 +239,55 @@ fn heapdelta_rewrite_never_writes_a_hard_linked_report_in_place() {
 }
 
 #[test]
+fn heapdelta_rewrite_replaces_the_file_a_linked_report_names() {
+    let dir = std::env::temp_dir();
+    let target = dir.join(format!("heapdelta-target-{}.json", std::process::id()));
+    let link = dir.join(format!("heapdelta-link-{}.json", std::process::id()));
+    let _ = (std::fs::remove_file(&target), std::fs::remove_file(&link));
+    std::fs::write(&target, "{}").unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let mut child = start_long_run(&format!("every=0.1,report={},rewrite=on", link.display()));
+    let start = std::time::Instant::now();
+    while std::fs::read(&target).unwrap().len() < 3
+        && start.elapsed() < std::time::Duration::from_secs(30)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().expect("the example is killed");
+    let _ = child.wait();
+    assert!(heapdelta::Timeline::read_json(&link).is_ok());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let _ = (std::fs::remove_file(&target), std::fs::remove_file(&link));
+}
+
+#[test]
+fn heapdeltas_own_threads_are_named_for_the_system() {
+    let mut child = start_long_run("every=0.1");
+    let tasks = format!("/proc/{}/task", child.id());
+    let start = std::time::Instant::now();
+    let mut names = Vec::new();
+    while start.elapsed() < std::time::Duration::from_secs(30) {
+        names = std::fs::read_dir(&tasks)
+            .map(|dir| {
+                dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                    .map(|n| n.trim().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if names.iter().any(|n| n == "heapdelta-clock") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().expect("the example is killed");
+    let _ = child.wait();
+    assert!(names.iter().any(|n| n == "heapdelta-clock"), "{names:?}");
+}
+
+#[test]
 fn heapdelta_every_with_a_report_but_no_rewrite_writes_it_at_exit_only() {
     let path =
         std::env::temp_dir().join(format!("heapdelta-no-rewrite-{}.json", std::process::id()));
