@@ -242,6 +242,17 @@ impl Site {
         frames[cut..].iter().chain(&frames[..cut])
     }
 
+    /// `stack()`'s frames, each with the name reports show it by (see `shown_name`).
+    pub(crate) fn shown_stack(&self) -> Vec<(Cow<'_, str>, &Frame)> {
+        let stack: Vec<&Frame> = self.stack().collect();
+        (0..stack.len())
+            .map(|i| {
+                let outer = stack.get(i + 1..).unwrap_or_default().iter().copied();
+                (shown_name(stack[i], outer), stack[i])
+            })
+            .collect()
+    }
+
     /// The allocated type derived from the standard-library frames the allocation went through
     /// (`Vec<f32>`, `String`, `HashMap<String, u32>` …), or `"(unknown)"` when they do not
     /// determine it.

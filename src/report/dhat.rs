@@ -75,7 +75,18 @@ fn build(sites: &[SiteFigures], cmd: String, seconds: f64, pid: Option<u32>) -> 
     let mut by_fs: HashMap<Vec<usize>, usize> = HashMap::new();
     let mut pps: Vec<Pp> = Vec::new();
     for s in sites {
-        let mut names: Vec<String> = s.site.stack().map(ToString::to_string).collect();
+        let mut names: Vec<String> = s
+            .site
+            .shown_stack()
+            .into_iter()
+            .map(|(name, f)| {
+                crate::callsite::Frame {
+                    function: name.into_owned(),
+                    ..f.clone()
+                }
+                .to_string()
+            })
+            .collect();
         match (names.first_mut(), s.site.known_type()) {
             (None, _) => names.push(UNKNOWN_SITE.to_string()),
             (Some(innermost), Some(type_name)) => *innermost += &format!(" [{type_name}]"),

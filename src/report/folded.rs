@@ -38,8 +38,13 @@ fn fold(sites: &[SiteFigures]) -> String {
         let stack = if s.site.frames().is_empty() {
             UNKNOWN_SITE.to_string()
         } else {
-            let mut names: Vec<String> =
-                s.site.stack().rev().map(|f| element(&f.function)).collect();
+            let mut names: Vec<String> = s
+                .site
+                .shown_stack()
+                .iter()
+                .rev()
+                .map(|(name, _)| element(name))
+                .collect();
             let innermost = s.site.stack().next();
             if let Some((Some(file), Some(line))) = innermost.map(|f| (&f.file, f.line)) {
                 names.push(element(&format!("{file}:{line}")));
@@ -288,6 +293,26 @@ mod tests {
             "{e}"
         );
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_closure_without_its_path_folds_under_the_function_that_wrote_it() {
+        let frame = |function: &str, line| Frame {
+            function: function.to_string(),
+            file: Some("src/main.rs".to_string()),
+            line: Some(line),
+        };
+        let site = SiteFigures {
+            site: Site::new(vec![frame("{closure#0}", 36), frame("build", 37)]),
+            alloc_blocks: 1,
+            alloc_bytes: 8,
+            live_blocks: 1,
+            live_bytes: 8,
+        };
+        assert_eq!(
+            fold(&[site]),
+            "build;{closure#0} in build;src/main.rs:36 8\n"
+        );
     }
 
     #[test]

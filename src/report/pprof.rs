@@ -10,8 +10,6 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
-use crate::callsite::site::shown_name;
-use crate::callsite::Frame;
 use crate::diff::Delta;
 use crate::report::text::estimates_note_beside;
 use crate::report::{delta_sites, snapshot_sites, write_file, SiteFigures, UNKNOWN_SITE};
@@ -280,13 +278,10 @@ fn build(sites: &[SiteFigures], figures: Figures, window: Window, comment: &str)
         let location_id: Vec<u64> = if s.site.frames().is_empty() {
             vec![b.location(UNKNOWN_SITE, None, None)]
         } else {
-            let stack: Vec<&Frame> = s.site.stack().collect();
-            (0..stack.len())
-                .map(|i| {
-                    let f = stack[i];
-                    let name = shown_name(f, stack[i + 1..].iter().copied());
-                    b.location(&name, f.file.as_deref(), f.line)
-                })
+            s.site
+                .shown_stack()
+                .into_iter()
+                .map(|(name, f)| b.location(&name, f.file.as_deref(), f.line))
                 .collect()
         };
         let type_name = b.string(s.site.type_name());
