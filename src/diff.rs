@@ -1216,24 +1216,28 @@ impl Timeline {
         growing_at_every_step(&self.unbroken_step_ends())
     }
 
-    /// When the live total fell at the last steps, as a program freeing its data on its way out
-    /// makes it fall (an `every=` checkpoint taken then; the `exit` snapshot is not a step
-    /// already): the checkpoint before that fall, how many steps fell after it, and the sites
-    /// that grew at every step up to it (as [`growing`](Timeline::growing) finds them over the
-    /// steps that end there). `None` when the last step did not fall, or no site grew so.
-    pub(crate) fn growing_before_fall(&self) -> Option<(&Snapshot, usize, Vec<Growth>)> {
+    /// When the live total did not rise at the last steps, as a program freeing its data on its
+    /// way out makes it fall (an `every=` checkpoint taken then; the `exit` snapshot is not a step
+    /// already), or a service holds it once its traffic stopped (an operator trial's file, read
+    /// after a quiet spell, named no site): the checkpoint before those steps, how many came after
+    /// it, whether the total fell over them (or held), and the sites that grew at every step up
+    /// to it (as [`growing`](Timeline::growing) finds them over the steps that end there). `None`
+    /// when the last step rose, or no site grew so.
+    pub(crate) fn growing_before_fall(&self) -> Option<(&Snapshot, usize, bool, Vec<Growth>)> {
         let ends = self.unbroken_step_ends();
         let live = |i: usize| ends[i].totals.live_bytes;
-        let mut peak = ends.len().checked_sub(1)?;
-        while peak > 0 && live(peak) < live(peak - 1) {
+        let last = ends.len().checked_sub(1)?;
+        let mut peak = last;
+        while peak > 0 && live(peak) <= live(peak - 1) {
             peak -= 1;
         }
-        let fell = ends.len() - 1 - peak;
-        if fell == 0 {
+        let after = last - peak;
+        if after == 0 {
             return None;
         }
         let growing = growing_at_every_step(&ends[..=peak]);
-        (!growing.is_empty()).then(|| (ends[peak], fell, growing))
+        let fell = live(last) < live(peak);
+        (!growing.is_empty()).then(|| (ends[peak], after, fell, growing))
     }
 
     /// Sites whose live bytes rose in at least `k` of the last `n` steps, most steps first (of

@@ -883,7 +883,7 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
         ));
         growth_rows(t, &growing, top, &mut lines);
         grown_in_some_steps(t, &growing, &mut lines);
-    } else if let Some((peak, fell, growing)) = t.growing_before_fall() {
+    } else if let Some((peak, after, fell, growing)) = t.growing_before_fall() {
         // Not a bare "none" above a list of sites that grew at every step (a user trial read the
         // two as a contradiction): nothing grew at every step up to the last checkpoint.
         lines.push(format!(
@@ -893,11 +893,12 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
             Some(label) => format!("{:?}", OneLine(label).to_string()),
             None => "the last rise".to_string(),
         };
+        let how = if fell { "fell" } else { "held" };
         lines.push(format!(
-            "growing at every step up to {name} (last {} steps to it{between}; live bytes fell in \
-             the {} after it):",
+            "growing at every step up to {name} (last {} steps to it{between}; live bytes {how} \
+             in the {} after it):",
             growing[0].steps,
-            count(fell as u64, "step")
+            count(after as u64, "step")
         ));
         growth_rows(t, &growing, top, &mut lines);
     } else {
@@ -1778,6 +1779,24 @@ mod tests {
         assert_eq!(
             lines.next(),
             Some("        +400 B over 5 steps  leak (src/main.rs:7)  [(unknown)]")
+        );
+    }
+
+    #[test]
+    fn sites_that_grew_up_to_a_quiet_end_are_listed_with_where_it_began() {
+        // An operator trial: a service's file read after its traffic stopped named no site.
+        let points = [0, 10, 20, 30, 40, 50, 50, 50].map(|blocks| (blocks, false));
+        let text = leak_timeline(&points).to_string();
+        let lines: Vec<&str> = text.lines().take(3).collect();
+        assert_eq!(
+            lines,
+            [
+                "growing at every step to the last checkpoint: none",
+                "growing at every step up to \"step 5\" (last 5 steps to it; live bytes held in \
+                 the 2 steps after it):",
+                "        +400 B over 5 steps  leak (src/main.rs:7)  [(unknown)]",
+            ],
+            "{text}"
         );
     }
 
