@@ -78,7 +78,10 @@ impl Frame {
 /// `{closure#0} in memoize`, as far as the frames tell:
 /// - a frame it was called through that carries its state as a generic argument names that
 ///   function (`with_log<app::summarize::{closure_env#0}>` for a closure kept in a variable and
-///   passed to a helper: a user trial's was named after the helper);
+///   passed to a helper: a user trial's was named after the helper). Only the standard library's
+///   frames up to the first of the program's are looked at (one of a function called in between,
+///   through a `dyn Fn`, could name another closure of the same number), and not a state the
+///   closure's own name carries too (a closure written in that generic function itself);
 /// - otherwise, of the functions of its file further out (that are no such body themselves), the
 ///   one whose line is nearest the closure's: a closure's body lies in its function's, near the
 ///   line that function calls on from, where a helper of the same file that it is passed to
@@ -94,22 +97,24 @@ pub(crate) fn shown_name<'a>(
     if !bare(frame) || frame.file.is_none() {
         return Cow::Borrowed(&frame.function);
     }
+    // The closure's state as a generic argument names it: `::{closure_env#0}`.
+    let state = state_of(&frame.function).filter(|state| !frame.function.contains(state));
     let distance = |o: &Frame| match (frame.line, o.line) {
         (Some(a), Some(b)) => a.abs_diff(b),
         _ => u32::MAX,
     };
     // The first of the nearest: `min_by_key` keeps the last of equals.
     let mut nearest: Option<(&Frame, u32)> = None;
-    // Frames up to the first function of its file: the adapters it was called through.
+    // Frames up to the first of the program's: the adapters it was called through, and that one.
     let mut through_adapters = true;
     for o in outer {
-        if through_adapters {
-            if let Some(owner) = owner_in_generics(&frame.function, &o.function) {
+        if let Some(state) = state.as_deref().filter(|_| through_adapters) {
+            if let Some(owner) = owner_in(state, &o.function) {
                 return Cow::Owned(format!("{} in {owner}", frame.function));
             }
+            through_adapters = is_std_file(o.file.as_deref());
         }
         if o.file == frame.file && !bare(o) {
-            through_adapters = false;
             let d = distance(o);
             if nearest.is_none_or(|(_, best)| d < best) {
                 nearest = Some((o, d));
@@ -122,19 +127,36 @@ pub(crate) fn shown_name<'a>(
     }
 }
 
-/// The function whose closure or async body `bare` is (`{closure#0}`, `{async_fn#1}`), when
-/// `name`, a frame's, carries its state as a generic argument: `app::summarize::{closure_env#0}`
-/// in `with_log<app::summarize::{closure_env#0}>` gives `summarize`, the path's last function
-/// (with the bodies it lies in: `main::{closure#1}` for a closure inside a closure).
-fn owner_in_generics<'a>(bare: &str, name: &'a str) -> Option<&'a str> {
+/// Whether a frame's file is the standard library's (`std/src/…`, `core/src/…`, `alloc/src/…`),
+/// or not known.
+fn is_std_file(file: Option<&str>) -> bool {
+    file.is_none_or(|f| ["std/", "core/", "alloc/"].iter().any(|p| f.starts_with(p)))
+}
+
+/// How a generic argument names the state of the closure or async body `bare` (`{closure#0}`,
+/// `{async_fn#1}`): `::{closure_env#0}`, `::{async_fn_env#1}`.
+fn state_of(bare: &str) -> Option<String> {
     let inner = bare.strip_prefix('{')?;
     let (kind, index) = inner.get(..inner.find('}')?)?.split_once('#')?;
-    let at = name.find(&format!("::{{{kind}_env#{index}}}"))?;
-    let path_char = |c: char| c.is_alphanumeric() || matches!(c, '_' | ':' | '{' | '}' | '#');
+    Some(format!("::{{{kind}_env#{index}}}"))
+}
+
+/// The function whose closure's state `state` (from `state_of`) is, when `name`, a frame's,
+/// carries it as a generic argument: `app::summarize::{closure_env#0}` in
+/// `with_log<app::summarize::{closure_env#0}>` gives `summarize`, the path's last function (with
+/// the bodies it lies in: `main::{closure#1}` for a closure inside a closure).
+fn owner_in<'a>(state: &str, name: &'a str) -> Option<&'a str> {
+    let at = name.find(state)?;
+    let delimiter = |c: char| {
+        matches!(
+            c,
+            '<' | '>' | ',' | ' ' | '(' | ')' | '[' | ']' | '&' | '*' | ';'
+        )
+    };
     let start = name[..at]
         .char_indices()
         .rev()
-        .find(|&(_, c)| !path_char(c))
+        .find(|&(_, c)| delimiter(c))
         .map_or(0, |(i, c)| i + c.len_utf8());
     let path = &name[start..at];
     // From the last segment that is a function's name, not a body's.
@@ -415,21 +437,68 @@ mod tests {
 
     #[test]
     fn the_state_of_a_closure_in_a_closure_names_both() {
+        let owner = |bare: &str, name: &'static str| owner_in(&state_of(bare)?, name);
         assert_eq!(
-            owner_in_generics(
+            owner(
                 "{closure#0}",
                 "map<u8, app::main::{closure#1}::{closure_env#0}>"
             ),
             Some("main::{closure#1}")
         );
         assert_eq!(
-            owner_in_generics("{async_fn#0}", "poll<app::serve::{async_fn_env#0}>"),
+            owner("{async_fn#0}", "poll<app::serve::{async_fn_env#0}>"),
             Some("serve")
         );
         assert_eq!(
-            owner_in_generics("{closure#1}", "map<app::main::{closure_env#0}>"),
+            owner("{closure#1}", "map<app::main::{closure_env#0}>"),
             None
         );
+        assert_eq!(
+            owner("{closure#0}", "with_log<app::नमस्ते::{closure_env#0}>"),
+            Some("नमस्ते")
+        );
+    }
+
+    #[test]
+    fn a_closure_written_in_a_generic_function_is_named_after_it_not_its_callers_closure() {
+        // A review: `with_log<F>`'s own closure carries `F` too.
+        let site = Site::new(vec![
+            frame(
+                "{closure#0}<app::report::{closure_env#0}>",
+                Some("src/util.rs"),
+                Some(11),
+            ),
+            frame(
+                "with_log<app::report::{closure_env#0}>",
+                Some("src/util.rs"),
+                Some(12),
+            ),
+            frame("report", Some("src/main.rs"), Some(5)),
+        ]);
+        assert_eq!(
+            site.to_string(),
+            "{closure#0}<app::report::{closure_env#0}> in with_log<app::report::{closure_env#0}> \
+             (src/util.rs:11)"
+        );
+    }
+
+    #[test]
+    fn a_closure_called_through_a_function_of_another_file_is_not_named_by_frames_past_it() {
+        // A review: a boxed handler made in `make_handler`, called by `dispatch` from inside
+        // `main`'s closure.
+        let site = Site::new(vec![
+            frame("{closure#0}", Some("src/handlers.rs"), Some(4)),
+            frame("call<u8>", Some("alloc/src/boxed.rs"), Some(2000)),
+            frame("dispatch", Some("src/server.rs"), Some(5)),
+            frame("{closure#0}", Some("src/main.rs"), Some(11)),
+            frame(
+                "each<app::main::{closure_env#0}>",
+                Some("src/util.rs"),
+                Some(4),
+            ),
+            frame("main", Some("src/main.rs"), Some(11)),
+        ]);
+        assert_eq!(site.to_string(), "{closure#0} (src/handlers.rs:4)");
     }
 
     #[test]
