@@ -1222,7 +1222,8 @@ impl Timeline {
     /// after a quiet spell, named no site): the checkpoint before those steps, how many came after
     /// it, whether the total fell over them (or held), and the sites that grew at every step up
     /// to it (as [`growing`](Timeline::growing) finds them over the steps that end there). `None`
-    /// when the last step rose, or no site grew so.
+    /// when the last step rose, or no site grew so, or the total held after fewer steps than the
+    /// detector's window.
     pub(crate) fn growing_before_fall(&self) -> Option<(&Snapshot, usize, bool, Vec<Growth>)> {
         let ends = self.unbroken_step_ends();
         let live = |i: usize| ends[i].totals.live_bytes;
@@ -1235,8 +1236,13 @@ impl Timeline {
         if after == 0 {
             return None;
         }
-        let growing = growing_at_every_step(&ends[..=peak]);
         let fell = live(last) < live(peak);
+        // A total that held after a rise of fewer steps than the detector's window is a warm-up
+        // (a review: three cache layers loaded, then a steady run, read as growth).
+        if !fell && peak < GROWTH_WINDOW {
+            return None;
+        }
+        let growing = growing_at_every_step(&ends[..=peak]);
         (!growing.is_empty()).then(|| (ends[peak], after, fell, growing))
     }
 

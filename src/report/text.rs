@@ -1801,6 +1801,13 @@ mod tests {
     }
 
     #[test]
+    fn a_warm_up_then_a_steady_run_lists_nothing() {
+        let points = [0, 10, 20, 30, 30, 30, 30, 30].map(|blocks| (blocks, false));
+        let text = leak_timeline(&points).to_string();
+        assert!(text.starts_with("growing at every step: none\n"), "{text}");
+    }
+
+    #[test]
     fn a_fall_at_the_end_after_no_steady_growth_lists_nothing() {
         let text = one_site_holding([0, 10, 20, 15, 40, 50, 5]).to_string();
         assert!(!text.contains("up to"), "{text}");
