@@ -466,7 +466,7 @@ fn checkpoint_every(interval: Duration) {
                 write_report_so_far();
                 // Rewrites take at most a tenth of the time: the file grows with the run, and
                 // a rewrite of a long run's timeline takes long enough to crowd out the ticks.
-                rewrite_at = start + start.elapsed() * REWRITE_PAUSE;
+                rewrite_at = std::time::Instant::now() + start.elapsed() * REWRITE_PAUSE;
             }
         }
     })
@@ -588,7 +588,11 @@ fn write_report_so_far() {
     // a kill then left nothing), as the exit report writes through it.
     let linked = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
     let resolved = match linked {
-        true => std::fs::canonicalize(path).ok(),
+        // A link to no file yet names the file the exit report would make (a review).
+        true => std::fs::canonicalize(path).ok().or_else(|| {
+            let target = std::fs::read_link(path).ok()?;
+            Some(path.parent().unwrap_or(Path::new("")).join(target))
+        }),
         false => None,
     };
     let path = resolved.as_deref().unwrap_or(path);

@@ -263,40 +263,70 @@ fn heapdelta_rewrite_replaces_the_file_a_linked_report_names() {
     let _ = (std::fs::remove_file(&target), std::fs::remove_file(&link));
 }
 
-#[test]
-fn heapdeltas_own_threads_are_named_for_the_system() {
-    let mut child = start_long_run("every=0.1");
+/// The names of `child`'s threads once one is named `name`, or after 30 s.
+#[cfg(target_os = "linux")]
+fn thread_names_once(child: &std::process::Child, name: &str) -> Vec<String> {
     let tasks = format!("/proc/{}/task", child.id());
     let start = std::time::Instant::now();
-    let mut names = Vec::new();
-    while start.elapsed() < std::time::Duration::from_secs(30) {
-        names = std::fs::read_dir(&tasks)
+    loop {
+        let names: Vec<String> = std::fs::read_dir(&tasks)
             .map(|dir| {
                 dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
                     .map(|n| n.trim().to_string())
                     .collect()
             })
             .unwrap_or_default();
-        if names.iter().any(|n| n == "heapdelta-clock") {
-            break;
+        if names.iter().any(|n| n == name) || start.elapsed() > std::time::Duration::from_secs(30) {
+            return names;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn heapdeltas_own_threads_are_named_for_the_system() {
+    let mut child = start_long_run("every=0.1");
+    let names = thread_names_once(&child, "heapdelta-clock");
     child.kill().expect("the example is killed");
     let _ = child.wait();
     assert!(names.iter().any(|n| n == "heapdelta-clock"), "{names:?}");
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn heapdelta_every_with_a_report_but_no_rewrite_writes_it_at_exit_only() {
     let path =
         std::env::temp_dir().join(format!("heapdelta-no-rewrite-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let mut child = start_long_run(&format!("every=0.1,report={}", path.display()));
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // The clock runs; a few of its ticks pass.
+    let names = thread_names_once(&child, "heapdelta-clock");
+    std::thread::sleep(std::time::Duration::from_millis(500));
     child.kill().expect("the example is killed");
     let _ = child.wait();
+    assert!(names.iter().any(|n| n == "heapdelta-clock"), "{names:?}");
     assert!(!path.exists());
+}
+
+#[test]
+fn heapdelta_rewrite_makes_the_file_a_link_to_no_file_names() {
+    let dir = std::env::temp_dir().join(format!("heapdelta-dangling-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let link = dir.join("report.json");
+    // Relative, to a file that does not exist yet.
+    std::os::unix::fs::symlink("sub/target.json", &link).unwrap();
+    let mut child = start_long_run(&format!("every=0.1,report={},rewrite=on", link.display()));
+    let target = dir.join("sub/target.json");
+    let start = std::time::Instant::now();
+    while !target.exists() && start.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().expect("the example is killed");
+    let _ = child.wait();
+    assert!(heapdelta::Timeline::read_json(&target).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

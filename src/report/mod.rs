@@ -174,8 +174,8 @@ pub(crate) fn write_file(
 /// `write_file` for a file that must never be seen half written (the report `HEAPDELTA=rewrite=on`
 /// rewrites while the program runs): written beside `path` and renamed over it only, never in
 /// place. `Ok(false)`, having written nothing, when `path` cannot be replaced so: it is not a
-/// regular file, has other names or another owner (asked before `write` runs), or its directory
-/// refuses the new file or the rename.
+/// regular file, has other names or another owner, or its directory refuses new files (all asked
+/// before `write` runs), or the directory refuses the rename.
 pub(crate) fn replace_file(
     path: &Path,
     write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>,
@@ -187,6 +187,17 @@ pub(crate) fn replace_file(
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let Ok(dir) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+            return Ok(false);
+        };
+        // SAFETY: `dir` is a NUL-terminated path; `access` only reads it.
+        if unsafe { libc::access(dir.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+            return Ok(false);
+        }
         let mut bytes = Vec::new();
         write(&mut bytes)?;
         write_beside(path, &bytes, permissions)
