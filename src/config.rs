@@ -6,7 +6,7 @@
 //! | `sites` | `exact`, `off`, `sampled:BYTES` | call-site mode ([`CallSites`]) |
 //! | `depth` | 0 to 64 | frames kept per call site (0: none) |
 //! | `report` | a path | at exit, write the timeline and a final snapshot there (JSON) |
-//! | `every` | seconds, at least 0.1, e.g. `10`, `0.5` or `10s` | take a checkpoint automatically at that interval |
+//! | `every` | an interval of at least 0.1 s: `10`, `0.5`, `10s`, `500ms`, `5m`, `5min`, `1h` | take a checkpoint automatically at that interval |
 //! | `keep` | a number of checkpoints, at least 2 | keep the first checkpoint and the latest, dropping the ones between |
 //! | `signals` | `on`, `off` | with `report`, also write it when SIGTERM, SIGINT or SIGHUP stops the process (see `signals.rs`) |
 //! | `rewrite` | `on`, `off` | with `report` and `every`, also rewrite the report after the clock's checkpoints (see `write_report_so_far`) |
@@ -175,11 +175,25 @@ fn parse_keep(val: &str) -> Result<usize, String> {
 const MIN_EVERY_SECS: f64 = 0.1;
 
 fn parse_every(val: &str) -> Result<Duration, String> {
-    let expected =
-        || format!("expected a number of seconds of at least {MIN_EVERY_SECS}, e.g. 10 or 0.5s");
-    // `10s` as well as `10`: the checkpoints' labels are written with the `s`.
-    let number = val.strip_suffix('s').unwrap_or(val);
-    let secs: f64 = number.parse().map_err(|_| expected())?;
+    let expected = || {
+        format!(
+            "expected a number of seconds of at least {MIN_EVERY_SECS}, e.g. 10 or 0.5s, or of \
+             another unit: 500ms, 5m (or 5min), 1h"
+        )
+    };
+    // `10s` as well as `10` (the checkpoints' labels are written with the `s`), and the units an
+    // operator writes an interval in (a trial's `every=5m` was refused).
+    let (number, unit) = [
+        ("ms", 0.001),
+        ("min", 60.0),
+        ("s", 1.0),
+        ("m", 60.0),
+        ("h", 3600.0),
+    ]
+    .iter()
+    .find_map(|&(suffix, unit)| Some((val.strip_suffix(suffix)?, unit)))
+    .unwrap_or((val, 1.0));
+    let secs = number.parse::<f64>().map_err(|_| expected())? * unit;
     if secs.is_nan() || secs < MIN_EVERY_SECS {
         return Err(expected());
     }
@@ -775,6 +789,11 @@ mod tests {
         assert_eq!(ok("every=0.5s").every, Some(Duration::from_millis(500)));
         assert_eq!(bad("every=10ms").0.every, None);
         assert_eq!(bad("every=s").0.every, None);
+        assert_eq!(ok("every=500ms").every, Some(Duration::from_millis(500)));
+        assert_eq!(ok("every=5m").every, Some(Duration::from_secs(300)));
+        assert_eq!(ok("every=2min").every, Some(Duration::from_secs(120)));
+        assert_eq!(ok("every=1h").every, Some(Duration::from_secs(3600)));
+        assert_eq!(bad("every=5d").0.every, None);
     }
 
     #[test]
