@@ -309,6 +309,29 @@ fn heapdelta_every_with_a_report_but_no_rewrite_writes_it_at_exit_only() {
     assert!(!path.exists());
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn heapdelta_rewrite_to_standard_output_never_replaces_the_file_it_is_redirected_to() {
+    use std::os::unix::fs::MetadataExt;
+    let path = std::env::temp_dir().join(format!("heapdelta-stdout-{}.txt", std::process::id()));
+    let out = std::fs::File::create(&path).unwrap();
+    let inode = std::fs::metadata(&path).unwrap().ino();
+    let mut child = Command::new(example())
+        .args(["--steps", "200000", "--fixed"])
+        .env("HEAPDELTA", "every=0.1,report=/dev/stdout,rewrite=on")
+        .stdout(out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the example starts");
+    let names = thread_names_once(&child, "heapdelta-clock");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    child.kill().expect("the example is killed");
+    let _ = child.wait();
+    assert!(names.iter().any(|n| n == "heapdelta-clock"), "{names:?}");
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
+    let _ = std::fs::remove_file(&path);
+}
+
 #[test]
 fn heapdelta_rewrite_makes_the_file_a_link_to_no_file_names() {
     let dir = std::env::temp_dir().join(format!("heapdelta-dangling-{}", std::process::id()));
