@@ -425,10 +425,7 @@ pub(crate) fn apply_once() {
 /// Why the report cannot be written to `path` as things stand, checked at start so that the user
 /// hears of it before the run rather than after: `None` when it looks writable.
 fn unwritable(path: &Path) -> Option<String> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
+    let dir = crate::report::directory_of(path);
     match std::fs::metadata(dir) {
         Err(e) => {
             return Some(format!(
@@ -448,9 +445,7 @@ fn unwritable(path: &Path) -> Option<String> {
         true => (path, "it is not writable"),
         false => (dir, "its directory is not writable"),
     };
-    let target = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: `target` is a NUL-terminated path; `access` only reads it.
-    let denied = unsafe { libc::access(target.as_ptr(), libc::W_OK) } != 0;
+    let denied = !crate::report::may_access(target, libc::W_OK);
     denied.then(|| format!("{what}: {}", io::Error::last_os_error()))
 }
 

@@ -187,21 +187,31 @@ pub(crate) fn replace_file(
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        let Ok(dir) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
-            return Ok(false);
-        };
-        // SAFETY: `dir` is a NUL-terminated path; `access` only reads it.
-        if unsafe { libc::access(dir.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        if !may_access(directory_of(path), libc::W_OK | libc::X_OK) {
             return Ok(false);
         }
         let mut bytes = Vec::new();
         write(&mut bytes)?;
         write_beside(path, &bytes, permissions)
     })
+}
+
+/// The directory `path` names a file in (`.` for a bare name).
+pub(crate) fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+/// Whether this process may use `path` as `mode` asks (`libc::W_OK` and so on), as `access(2)`
+/// answers; `false` for a path holding a NUL, which no call can name.
+pub(crate) fn may_access(path: &Path, mode: libc::c_int) -> bool {
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: `path` is a NUL-terminated path; `access` only reads it.
+    unsafe { libc::access(path.as_ptr(), mode) == 0 }
 }
 
 /// Whether a regular file may be replaced by a new one of the same name without anyone noticing
