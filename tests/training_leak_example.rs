@@ -3,7 +3,8 @@
 //! the program the `HEAPDELTA` environment variable is tried on.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// `cargo test` builds the examples next to the test binaries' `deps` directory.
 fn example() -> PathBuf {
@@ -171,39 +172,74 @@ fn heapdelta_every_takes_checkpoints_on_its_own() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// Starts the example for long enough to be killed, with `HEAPDELTA` set to `config`.
-fn start_long_run(config: &str) -> std::process::Child {
+/// Starts the example for long enough to be killed, with `HEAPDELTA` set to `config`, its
+/// standard output to `stdout`.
+fn start_long_run_to(config: &str, stdout: Stdio) -> Child {
     Command::new(example())
         .args(["--steps", "200000", "--fixed"])
         .env("HEAPDELTA", config)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
         .spawn()
         .expect("the example starts")
+}
+
+/// `start_long_run_to` with standard output discarded.
+fn start_long_run(config: &str) -> Child {
+    start_long_run_to(config, Stdio::null())
+}
+
+/// Whether `ready` held within 30 s, asked every 10 ms.
+fn wait_until(mut ready: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !ready() {
+        if start.elapsed() > Duration::from_secs(30) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// Kills `child`, which runs no exit handler, and returns its stderr.
+fn kill(mut child: Child) -> String {
+    child.kill().expect("the example is killed");
+    let out = child.wait_with_output().expect("the example is reaped");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The names the system gives `child`'s threads.
+#[cfg(target_os = "linux")]
+fn thread_names(child: &Child) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{}/task", child.id()))
+        .map(|dir| {
+            dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .map(|n| n.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits until `child`'s clock thread (`every=`) runs, then for a few of its ticks.
+#[cfg(target_os = "linux")]
+fn after_some_ticks(child: &Child) {
+    let clock = || thread_names(child).iter().any(|n| n == "heapdelta-clock");
+    assert!(
+        wait_until(clock),
+        "no clock thread: {:?}",
+        thread_names(child)
+    );
+    std::thread::sleep(Duration::from_millis(500));
 }
 
 #[test]
 fn heapdelta_rewrite_leaves_the_report_of_a_killed_process() {
     let path = std::env::temp_dir().join(format!("heapdelta-killed-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let mut child = Command::new(example())
-        .args(["--steps", "200000", "--fixed"])
-        .env(
-            "HEAPDELTA",
-            format!("every=0.1,report={},rewrite=on", path.display()),
-        )
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("the example starts");
-    // The report is renamed into place whole, after the first tick: once it exists, SIGKILL,
-    // which runs no exit handler.
-    let start = std::time::Instant::now();
-    while !path.exists() && start.elapsed() < std::time::Duration::from_secs(30) {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child.kill().expect("the example is killed");
-    let status = child.wait().expect("the example is reaped");
-    assert!(!status.success(), "the example ended before it was killed");
+    let child = start_long_run(&format!("every=0.1,report={},rewrite=on", path.display()));
+    // The report is renamed into place whole, after the first tick: once it exists, SIGKILL.
+    wait_until(|| path.exists());
+    kill(child);
     let timeline = heapdelta::Timeline::read_json(&path).expect("a whole timeline file");
     let labels: Vec<_> = timeline.checkpoints().iter().map(|c| c.label()).collect();
     assert!(
@@ -214,6 +250,7 @@ fn heapdelta_rewrite_leaves_the_report_of_a_killed_process() {
     let _ = std::fs::remove_file(&path);
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn heapdelta_rewrite_never_writes_a_hard_linked_report_in_place() {
     let dir = std::env::temp_dir();
@@ -224,11 +261,9 @@ fn heapdelta_rewrite_never_writes_a_hard_linked_report_in_place() {
     std::fs::hard_link(&path, &other).unwrap();
     // A reader of a file rewritten in place can meet it empty or half written: it is left alone
     // until the exit report.
-    let mut child = start_long_run(&format!("every=0.1,report={},rewrite=on", path.display()));
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    child.kill().expect("the example is killed");
-    let out = child.wait_with_output().expect("the example is reaped");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let child = start_long_run(&format!("every=0.1,report={},rewrite=on", path.display()));
+    after_some_ticks(&child);
+    let stderr = kill(child);
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
         "before",
@@ -246,90 +281,16 @@ fn heapdelta_rewrite_replaces_the_file_a_linked_report_names() {
     let _ = (std::fs::remove_file(&target), std::fs::remove_file(&link));
     std::fs::write(&target, "{}").unwrap();
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let mut child = start_long_run(&format!("every=0.1,report={},rewrite=on", link.display()));
-    let start = std::time::Instant::now();
-    while std::fs::read(&target).unwrap().len() < 3
-        && start.elapsed() < std::time::Duration::from_secs(30)
-    {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child.kill().expect("the example is killed");
-    let _ = child.wait();
+    let child = start_long_run(&format!("every=0.1,report={},rewrite=on", link.display()));
+    wait_until(|| std::fs::read(&target).unwrap().len() > 2);
+    kill(child);
     assert!(heapdelta::Timeline::read_json(&link).is_ok());
-    assert!(std::fs::symlink_metadata(&link)
+    let link_kept = std::fs::symlink_metadata(&link)
         .unwrap()
         .file_type()
-        .is_symlink());
+        .is_symlink();
+    assert!(link_kept);
     let _ = (std::fs::remove_file(&target), std::fs::remove_file(&link));
-}
-
-/// The names of `child`'s threads once one is named `name`, or after 30 s.
-#[cfg(target_os = "linux")]
-fn thread_names_once(child: &std::process::Child, name: &str) -> Vec<String> {
-    let tasks = format!("/proc/{}/task", child.id());
-    let start = std::time::Instant::now();
-    loop {
-        let names: Vec<String> = std::fs::read_dir(&tasks)
-            .map(|dir| {
-                dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-                    .map(|n| n.trim().to_string())
-                    .collect()
-            })
-            .unwrap_or_default();
-        if names.iter().any(|n| n == name) || start.elapsed() > std::time::Duration::from_secs(30) {
-            return names;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-#[cfg(target_os = "linux")]
-#[test]
-fn heapdeltas_own_threads_are_named_for_the_system() {
-    let mut child = start_long_run("every=0.1");
-    let names = thread_names_once(&child, "heapdelta-clock");
-    child.kill().expect("the example is killed");
-    let _ = child.wait();
-    assert!(names.iter().any(|n| n == "heapdelta-clock"), "{names:?}");
-}
-
-#[cfg(target_os = "linux")]
-#[test]
-fn heapdelta_every_with_a_report_but_no_rewrite_writes_it_at_exit_only() {
-    let path =
-        std::env::temp_dir().join(format!("heapdelta-no-rewrite-{}.json", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let mut child = start_long_run(&format!("every=0.1,report={}", path.display()));
-    // The clock runs; a few of its ticks pass.
-    let names = thread_names_once(&child, "heapdelta-clock");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    child.kill().expect("the example is killed");
-    let _ = child.wait();
-    assert!(names.iter().any(|n| n == "heapdelta-clock"), "{names:?}");
-    assert!(!path.exists());
-}
-
-#[cfg(target_os = "linux")]
-#[test]
-fn heapdelta_rewrite_to_standard_output_never_replaces_the_file_it_is_redirected_to() {
-    use std::os::unix::fs::MetadataExt;
-    let path = std::env::temp_dir().join(format!("heapdelta-stdout-{}.txt", std::process::id()));
-    let out = std::fs::File::create(&path).unwrap();
-    let inode = std::fs::metadata(&path).unwrap().ino();
-    let mut child = Command::new(example())
-        .args(["--steps", "200000", "--fixed"])
-        .env("HEAPDELTA", "every=0.1,report=/dev/stdout,rewrite=on")
-        .stdout(out)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the example starts");
-    let names = thread_names_once(&child, "heapdelta-clock");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    child.kill().expect("the example is killed");
-    let _ = child.wait();
-    assert!(names.iter().any(|n| n == "heapdelta-clock"), "{names:?}");
-    assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
-    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
@@ -340,16 +301,48 @@ fn heapdelta_rewrite_makes_the_file_a_link_to_no_file_names() {
     let link = dir.join("report.json");
     // Relative, to a file that does not exist yet.
     std::os::unix::fs::symlink("sub/target.json", &link).unwrap();
-    let mut child = start_long_run(&format!("every=0.1,report={},rewrite=on", link.display()));
+    let child = start_long_run(&format!("every=0.1,report={},rewrite=on", link.display()));
     let target = dir.join("sub/target.json");
-    let start = std::time::Instant::now();
-    while !target.exists() && start.elapsed() < std::time::Duration::from_secs(30) {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child.kill().expect("the example is killed");
-    let _ = child.wait();
+    wait_until(|| target.exists());
+    kill(child);
     assert!(heapdelta::Timeline::read_json(&target).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn heapdelta_rewrite_to_standard_output_never_replaces_the_file_it_is_redirected_to() {
+    use std::os::unix::fs::MetadataExt;
+    let path = std::env::temp_dir().join(format!("heapdelta-stdout-{}.txt", std::process::id()));
+    let out = std::fs::File::create(&path).unwrap();
+    let inode = std::fs::metadata(&path).unwrap().ino();
+    let child = start_long_run_to("every=0.1,report=/dev/stdout,rewrite=on", out.into());
+    after_some_ticks(&child);
+    kill(child);
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn heapdelta_every_with_a_report_but_no_rewrite_writes_it_at_exit_only() {
+    let path =
+        std::env::temp_dir().join(format!("heapdelta-no-rewrite-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let child = start_long_run(&format!("every=0.1,report={}", path.display()));
+    after_some_ticks(&child);
+    kill(child);
+    assert!(!path.exists());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn heapdeltas_own_threads_are_named_for_the_system() {
+    let child = start_long_run("every=0.1");
+    let named = wait_until(|| thread_names(&child).iter().any(|n| n == "heapdelta-clock"));
+    let names = thread_names(&child);
+    kill(child);
+    assert!(named, "{names:?}");
 }
 
 #[test]

@@ -383,13 +383,21 @@ mod tests {
         assert_eq!(stack, ["inner", "(stack cut at 2 frames"]);
     }
 
+    /// A site of `frames` (function, file, line; innermost first).
+    fn site_of(frames: &[(&str, &str, u32)]) -> Site {
+        let frames = frames
+            .iter()
+            .map(|&(f, file, line)| frame(f, Some(file), Some(line)));
+        Site::new(frames.collect())
+    }
+
     #[test]
     fn a_closure_named_without_its_path_is_shown_in_the_function_of_its_file_it_ran_in() {
-        let site = Site::new(vec![
-            frame("{closure#0}", Some("src/main.rs"), Some(127)),
-            frame("{closure#2}", Some("src/main.rs"), Some(126)),
-            frame("with<u8>", Some("std/src/thread/local.rs"), Some(310)),
-            frame("memoize", Some("src/main.rs"), Some(126)),
+        let site = site_of(&[
+            ("{closure#0}", "src/main.rs", 127),
+            ("{closure#2}", "src/main.rs", 126),
+            ("with<u8>", "std/src/thread/local.rs", 310),
+            ("memoize", "src/main.rs", 126),
         ]);
         assert_eq!(site.to_string(), "{closure#0} in memoize (src/main.rs:127)");
     }
@@ -397,12 +405,12 @@ mod tests {
     #[test]
     fn a_closure_passed_to_a_helper_of_its_file_is_named_after_the_function_that_wrote_it() {
         // A review: `load` and `save` both pass a closure to `with_retry`.
-        let called = |at: u32, from: &str, from_line: u32| {
-            Site::new(vec![
-                frame("{closure#0}", Some("src/main.rs"), Some(at)),
-                frame("with_retry<{closure#0}>", Some("src/main.rs"), Some(40)),
-                frame(from, Some("src/main.rs"), Some(from_line)),
-                frame("main", Some("src/main.rs"), Some(60)),
+        let called = |at: u32, from: &'static str, from_line: u32| {
+            site_of(&[
+                ("{closure#0}", "src/main.rs", at),
+                ("with_retry<{closure#0}>", "src/main.rs", 40),
+                (from, "src/main.rs", from_line),
+                ("main", "src/main.rs", 60),
             ])
             .to_string()
         };
@@ -420,14 +428,14 @@ mod tests {
     fn a_closure_kept_in_a_variable_is_named_after_the_function_its_state_names() {
         // A user trial: `let render = |n| …;` in `summarize` (line 12), passed to `with_log`
         // (line 7 of the same file), called from line 43.
-        let site = Site::new(vec![
-            frame("{closure#0}", Some("src/report.rs"), Some(12)),
-            frame(
+        let site = site_of(&[
+            ("{closure#0}", "src/report.rs", 12),
+            (
                 "with_log<kvcache::report::summarize::{closure_env#0}>",
-                Some("src/report.rs"),
-                Some(7),
+                "src/report.rs",
+                7,
             ),
-            frame("summarize", Some("src/report.rs"), Some(43)),
+            ("summarize", "src/report.rs", 43),
         ]);
         assert_eq!(
             site.to_string(),
@@ -462,18 +470,14 @@ mod tests {
     #[test]
     fn a_closure_written_in_a_generic_function_is_named_after_it_not_its_callers_closure() {
         // A review: `with_log<F>`'s own closure carries `F` too.
-        let site = Site::new(vec![
-            frame(
+        let site = site_of(&[
+            (
                 "{closure#0}<app::report::{closure_env#0}>",
-                Some("src/util.rs"),
-                Some(11),
+                "src/util.rs",
+                11,
             ),
-            frame(
-                "with_log<app::report::{closure_env#0}>",
-                Some("src/util.rs"),
-                Some(12),
-            ),
-            frame("report", Some("src/main.rs"), Some(5)),
+            ("with_log<app::report::{closure_env#0}>", "src/util.rs", 12),
+            ("report", "src/main.rs", 5),
         ]);
         assert_eq!(
             site.to_string(),
@@ -486,51 +490,37 @@ mod tests {
     fn a_closure_called_through_a_function_of_another_file_is_not_named_by_frames_past_it() {
         // A review: a boxed handler made in `make_handler`, called by `dispatch` from inside
         // `main`'s closure.
-        let site = Site::new(vec![
-            frame("{closure#0}", Some("src/handlers.rs"), Some(4)),
-            frame("call<u8>", Some("alloc/src/boxed.rs"), Some(2000)),
-            frame("dispatch", Some("src/server.rs"), Some(5)),
-            frame("{closure#0}", Some("src/main.rs"), Some(11)),
-            frame(
-                "each<app::main::{closure_env#0}>",
-                Some("src/util.rs"),
-                Some(4),
-            ),
-            frame("main", Some("src/main.rs"), Some(11)),
+        let site = site_of(&[
+            ("{closure#0}", "src/handlers.rs", 4),
+            ("call<u8>", "alloc/src/boxed.rs", 2000),
+            ("dispatch", "src/server.rs", 5),
+            ("{closure#0}", "src/main.rs", 11),
+            ("each<app::main::{closure_env#0}>", "src/util.rs", 4),
+            ("main", "src/main.rs", 11),
         ]);
         assert_eq!(site.to_string(), "{closure#0} (src/handlers.rs:4)");
     }
 
     #[test]
     fn a_closure_with_no_function_of_its_file_further_out_keeps_its_name() {
-        let site = Site::new(vec![
-            frame("{closure#6}", Some("src/main.rs"), Some(40)),
-            frame("run<u8>", Some("std/src/thread/mod.rs"), Some(500)),
+        let site = site_of(&[
+            ("{closure#6}", "src/main.rs", 40),
+            ("run<u8>", "std/src/thread/mod.rs", 500),
         ]);
         assert_eq!(site.to_string(), "{closure#6} (src/main.rs:40)");
-        let named = Site::new(vec![frame(
-            "app::f::{{closure}}",
-            Some("src/a.rs"),
-            Some(3),
-        )]);
+        let named = site_of(&[("app::f::{{closure}}", "src/a.rs", 3)]);
         assert_eq!(named.to_string(), "app::f::{{closure}} (src/a.rs:3)");
     }
 
     #[test]
     fn a_closures_leaf_keeps_the_function_it_ran_in() {
-        let site = Site::new(vec![
-            frame("{closure#0}", Some("src/main.rs"), Some(36)),
-            frame(
-                "collect<u8>",
-                Some("core/src/iter/traits/iterator.rs"),
-                Some(2064),
-            ),
-            frame("build", Some("src/main.rs"), Some(37)),
+        let site = site_of(&[
+            ("{closure#0}", "src/main.rs", 36),
+            ("collect<u8>", "core/src/iter/traits/iterator.rs", 2064),
+            ("build", "src/main.rs", 37),
         ]);
-        assert_eq!(
-            site.leaf().to_string(),
-            "{closure#0} in build (src/main.rs:36)"
-        );
+        let leaf = site.leaf().to_string();
+        assert_eq!(leaf, "{closure#0} in build (src/main.rs:36)");
     }
 
     #[test]

@@ -1482,10 +1482,11 @@ mod tests {
         );
     }
 
-    /// Checkpoints `step 0` to `step 6` of one run with one site, `leak`, holding `live[i]` blocks
+    /// Checkpoints `step 0`, `step 1`, … of one run with one site, `leak`, holding `live[i]` blocks
     /// of 8 bytes at checkpoint `i`.
-    fn one_site_holding(live: [u64; 7]) -> Timeline {
-        leak_timeline(&live.map(|blocks| (blocks, false)))
+    fn one_site_holding(live: &[u64]) -> Timeline {
+        let points: Vec<(u64, bool)> = live.iter().map(|&blocks| (blocks, false)).collect();
+        leak_timeline(&points)
     }
 
     /// Checkpoints of one run with one site, `leak`, holding `blocks` blocks of 8 bytes at each
@@ -1763,7 +1764,7 @@ mod tests {
     fn sites_that_grew_up_to_a_fall_at_the_end_are_listed_with_where_it_began() {
         // The last checkpoint taken while the program freed on its way out (a user trial,
         // `HEAPDELTA=every=`: "growing at every step: none" under a leak of 45 MiB).
-        let text = one_site_holding([0, 10, 20, 30, 40, 50, 5]).to_string();
+        let text = one_site_holding(&[0, 10, 20, 30, 40, 50, 5]).to_string();
         let mut lines = text.lines();
         assert_eq!(
             lines.next(),
@@ -1785,8 +1786,7 @@ mod tests {
     #[test]
     fn sites_that_grew_up_to_a_quiet_end_are_listed_with_where_it_began() {
         // An operator trial: a service's file read after its traffic stopped named no site.
-        let points = [0, 10, 20, 30, 40, 50, 50, 50].map(|blocks| (blocks, false));
-        let text = leak_timeline(&points).to_string();
+        let text = one_site_holding(&[0, 10, 20, 30, 40, 50, 50, 50]).to_string();
         let lines: Vec<&str> = text.lines().take(3).collect();
         assert_eq!(
             lines,
@@ -1802,20 +1802,19 @@ mod tests {
 
     #[test]
     fn a_warm_up_then_a_steady_run_lists_nothing() {
-        let points = [0, 10, 20, 30, 30, 30, 30, 30].map(|blocks| (blocks, false));
-        let text = leak_timeline(&points).to_string();
+        let text = one_site_holding(&[0, 10, 20, 30, 30, 30, 30, 30]).to_string();
         assert!(text.starts_with("growing at every step: none\n"), "{text}");
     }
 
     #[test]
     fn a_fall_at_the_end_after_no_steady_growth_lists_nothing() {
-        let text = one_site_holding([0, 10, 20, 15, 40, 50, 5]).to_string();
+        let text = one_site_holding(&[0, 10, 20, 15, 40, 50, 5]).to_string();
         assert!(!text.contains("up to"), "{text}");
     }
 
     #[test]
     fn a_site_that_fell_in_a_middle_step_is_not_listed() {
-        let text = one_site_holding([0, 10, 20, 15, 40, 50, 60]).to_string();
+        let text = one_site_holding(&[0, 10, 20, 15, 40, 50, 60]).to_string();
         assert!(
             text.starts_with("growing at every step: none\n\n"),
             "{text}"
