@@ -17,6 +17,14 @@ fn example() -> PathBuf {
         .join(format!("training_leak{}", std::env::consts::EXE_SUFFIX))
 }
 
+/// A path in the temporary directory for this test process, `heapdelta-{pid}-{name}`, with any
+/// file an earlier run left there removed.
+fn fresh_temp(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("heapdelta-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
 fn run(args: &[&str]) -> String {
     run_with_env(args, "").0
 }
@@ -88,8 +96,7 @@ fn a_bad_argument_is_one_clear_error() {
 
 #[test]
 fn heapdelta_report_writes_the_timeline_and_a_final_snapshot_at_exit() {
-    let path = std::env::temp_dir().join(format!("heapdelta-report-{}.json", std::process::id()));
-    let _ = std::fs::remove_file(&path);
+    let path = fresh_temp("report.json");
     run_with_env(&["--steps", "3"], &format!("report={}", path.display()));
     let timeline =
         heapdelta::Timeline::read_json(&path).expect("the exit report is a timeline file");
@@ -125,8 +132,7 @@ fn a_report_path_that_cannot_be_written_is_said_at_start() {
 
 #[test]
 fn heapdelta_every_takes_checkpoints_on_its_own() {
-    let path = std::env::temp_dir().join(format!("heapdelta-every-{}.json", std::process::id()));
-    let _ = std::fs::remove_file(&path);
+    let path = fresh_temp("every.json");
     // `--steps 2000` runs long enough for a few ticks of the shortest interval, 0.1 s.
     run_with_env(
         &["--steps", "2000", "--fixed"],
@@ -234,8 +240,7 @@ fn after_some_ticks(child: &Child) {
 
 #[test]
 fn heapdelta_rewrite_leaves_the_report_of_a_killed_process() {
-    let path = std::env::temp_dir().join(format!("heapdelta-killed-{}.json", std::process::id()));
-    let _ = std::fs::remove_file(&path);
+    let path = fresh_temp("killed.json");
     let child = start_long_run(&format!("every=0.1,report={},rewrite=on", path.display()));
     // The report is renamed into place whole, after the first tick: once it exists, SIGKILL.
     wait_until(|| path.exists());
@@ -253,10 +258,7 @@ fn heapdelta_rewrite_leaves_the_report_of_a_killed_process() {
 #[cfg(target_os = "linux")]
 #[test]
 fn heapdelta_rewrite_never_writes_a_hard_linked_report_in_place() {
-    let dir = std::env::temp_dir();
-    let path = dir.join(format!("heapdelta-linked-{}.json", std::process::id()));
-    let other = dir.join(format!("heapdelta-linked-{}.other", std::process::id()));
-    let _ = (std::fs::remove_file(&path), std::fs::remove_file(&other));
+    let (path, other) = (fresh_temp("linked.json"), fresh_temp("linked.other"));
     std::fs::write(&path, "before").unwrap();
     std::fs::hard_link(&path, &other).unwrap();
     // A reader of a file rewritten in place can meet it empty or half written: it is left alone
@@ -275,10 +277,7 @@ fn heapdelta_rewrite_never_writes_a_hard_linked_report_in_place() {
 
 #[test]
 fn heapdelta_rewrite_replaces_the_file_a_linked_report_names() {
-    let dir = std::env::temp_dir();
-    let target = dir.join(format!("heapdelta-target-{}.json", std::process::id()));
-    let link = dir.join(format!("heapdelta-link-{}.json", std::process::id()));
-    let _ = (std::fs::remove_file(&target), std::fs::remove_file(&link));
+    let (target, link) = (fresh_temp("target.json"), fresh_temp("link.json"));
     std::fs::write(&target, "{}").unwrap();
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let child = start_long_run(&format!("every=0.1,report={},rewrite=on", link.display()));
@@ -295,7 +294,7 @@ fn heapdelta_rewrite_replaces_the_file_a_linked_report_names() {
 
 #[test]
 fn heapdelta_rewrite_makes_the_file_a_link_to_no_file_names() {
-    let dir = std::env::temp_dir().join(format!("heapdelta-dangling-{}", std::process::id()));
+    let dir = fresh_temp("dangling");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("sub")).unwrap();
     let link = dir.join("report.json");
@@ -313,7 +312,7 @@ fn heapdelta_rewrite_makes_the_file_a_link_to_no_file_names() {
 #[test]
 fn heapdelta_rewrite_to_standard_output_never_replaces_the_file_it_is_redirected_to() {
     use std::os::unix::fs::MetadataExt;
-    let path = std::env::temp_dir().join(format!("heapdelta-stdout-{}.txt", std::process::id()));
+    let path = fresh_temp("stdout.txt");
     let out = std::fs::File::create(&path).unwrap();
     let inode = std::fs::metadata(&path).unwrap().ino();
     let child = start_long_run_to("every=0.1,report=/dev/stdout,rewrite=on", out.into());
@@ -326,9 +325,7 @@ fn heapdelta_rewrite_to_standard_output_never_replaces_the_file_it_is_redirected
 #[cfg(target_os = "linux")]
 #[test]
 fn heapdelta_every_with_a_report_but_no_rewrite_writes_it_at_exit_only() {
-    let path =
-        std::env::temp_dir().join(format!("heapdelta-no-rewrite-{}.json", std::process::id()));
-    let _ = std::fs::remove_file(&path);
+    let path = fresh_temp("no-rewrite.json");
     let child = start_long_run(&format!("every=0.1,report={}", path.display()));
     after_some_ticks(&child);
     kill(child);
@@ -347,7 +344,7 @@ fn heapdeltas_own_threads_are_named_for_the_system() {
 
 #[test]
 fn heapdelta_keep_holds_the_first_and_the_latest_checkpoints() {
-    let path = std::env::temp_dir().join(format!("heapdelta-keep-{}.json", std::process::id()));
+    let path = fresh_temp("keep.json");
     let (out, _) = run_with_env(
         &["--steps", "6"],
         &format!("keep=3,report={}", path.display()),
