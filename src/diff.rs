@@ -1347,7 +1347,7 @@ fn steps_of(ends: &[Snapshot]) -> Option<bool> {
 
 /// How many checkpoints were taken between `a` and the later `b` and are in neither: none unless
 /// both are of one run and their epochs are more than one apart.
-fn not_kept_between(a: &Snapshot, b: &Snapshot) -> u32 {
+pub(crate) fn not_kept_between(a: &Snapshot, b: &Snapshot) -> u32 {
     if a.run != b.run {
         return 0;
     }

@@ -10,8 +10,8 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::callsite::Site;
-use crate::diff::{live_by_site, Timeline};
-use crate::report::text::{estimates_note, OneLine};
+use crate::diff::{live_by_site, not_kept_between, Timeline};
+use crate::report::text::{count, estimates_note, OneLine};
 
 /// Height of the chart, above the legend.
 const CHART_HEIGHT: u32 = 560;
@@ -130,6 +130,28 @@ impl Ranged for CheckpointAxis {
     fn range(&self) -> std::ops::Range<f64> {
         self.inner.range()
     }
+}
+
+/// The runs a line through `gaps.len() + 1` points is drawn in, as (solid, first point, last
+/// point): solid between checkpoints the timeline kept in a row, dashed across each span where it
+/// dropped some (`gaps[i]`: checkpoints were dropped between points `i` and `i + 1`). One point
+/// alone is a solid run of itself.
+fn spans(gaps: &[bool]) -> Vec<(bool, usize, usize)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    for (i, &gap) in gaps.iter().enumerate() {
+        if gap {
+            if i > from {
+                out.push((true, from, i));
+            }
+            out.push((false, i, i + 1));
+            from = i + 1;
+        }
+    }
+    if from < gaps.len() || out.is_empty() {
+        out.push((true, from, gaps.len()));
+    }
+    out
 }
 
 /// Sites drawn as their own lines.
@@ -268,8 +290,9 @@ impl Timeline {
     /// Draws the timeline as an SVG line plot (feature `plot`): live, peak and (under a
     /// [`Pool`](crate::Pool)) reserved bytes at each checkpoint, and the live bytes of five sites:
     /// those that grew at every step ([`growing`](Timeline::growing)) first, then those that grew
-    /// most from the first checkpoint to the last. A timeline without checkpoints has nothing to
-    /// draw: that is an error.
+    /// most from the first checkpoint to the last. Across a span of checkpoints the timeline did
+    /// not keep ([`keep_checkpoints`](crate::keep_checkpoints)) the lines are dashed. A timeline
+    /// without checkpoints has nothing to draw: that is an error.
     ///
     /// ```
     /// for step in 1..=3 {
@@ -339,6 +362,19 @@ impl Timeline {
         }
         if let Some(note) = estimates_note(cps.last().and_then(|c| c.sampled_mean)) {
             notes.push(note);
+        }
+        // Where the timeline dropped checkpoints (`keep`), the span between two it kept is many
+        // steps, not one: its lines are dashed and the legend says so (a user trial read the
+        // span as one ordinary step).
+        let gaps: Vec<bool> = cps
+            .windows(2)
+            .map(|w| not_kept_between(&w[0], &w[1]) > 0)
+            .collect();
+        if let n @ 1.. = self.dropped() {
+            notes.push(format!(
+                "dashed: {} between them not kept (keep_checkpoints or HEAPDELTA=keep=)",
+                count(n, "checkpoint")
+            ));
         }
         let points = label_points(cps.len(), labels_that_fit(longest, right_axis));
 
@@ -412,15 +448,25 @@ impl Timeline {
                 .map(|(i, &v)| (i as f64, v as f64 / scale))
                 .collect();
             let colour = s.colour;
-            let line = LineSeries::new(points.clone(), colour.stroke_width(2));
+            for (solid, from, to) in spans(&gaps) {
+                let span = points[from..=to].iter().copied();
+                let style = colour.stroke_width(2);
+                let drawn = match (solid, secondary) {
+                    (true, true) => chart.draw_secondary_series(LineSeries::new(span, style)),
+                    (true, false) => chart.draw_series(LineSeries::new(span, style)),
+                    (false, true) => {
+                        chart.draw_secondary_series(DashedLineSeries::new(span, 6, 6, style))
+                    }
+                    (false, false) => chart.draw_series(DashedLineSeries::new(span, 6, 6, style)),
+                };
+                drawn.map_err(plot_error)?;
+            }
             let dots = points
                 .into_iter()
                 .map(move |p| Circle::new(p, 3, colour.filled()));
             if secondary {
-                chart.draw_secondary_series(line).map_err(plot_error)?;
                 chart.draw_secondary_series(dots).map_err(plot_error)?;
             } else {
-                chart.draw_series(line).map_err(plot_error)?;
                 chart.draw_series(dots).map_err(plot_error)?;
             }
         }
@@ -605,6 +651,41 @@ mod tests {
     fn a_site_as_large_as_the_heap_shares_its_axis() {
         let svg = plot_of_a_small_site_in(32);
         assert!(!svg.contains("bytes of the sites"), "{svg}");
+    }
+
+    #[test]
+    fn a_line_is_dashed_across_each_span_of_dropped_checkpoints_only() {
+        assert_eq!(spans(&[]), [(true, 0, 0)]);
+        assert_eq!(spans(&[false, false]), [(true, 0, 2)]);
+        assert_eq!(spans(&[true, false, false]), [(false, 0, 1), (true, 1, 3)]);
+        assert_eq!(
+            spans(&[false, true, false, true]),
+            [(true, 0, 1), (false, 1, 2), (true, 2, 3), (false, 3, 4)]
+        );
+    }
+
+    #[test]
+    fn a_plot_of_a_timeline_that_dropped_checkpoints_says_how_many() {
+        use crate::snapshot::Snapshot;
+        let checkpoints = [0u32, 7, 8, 9]
+            .into_iter()
+            .map(|epoch| {
+                let mut s = Snapshot::zero();
+                s.epoch = epoch;
+                s.checkpoint = true;
+                s.totals.live_bytes = 100 * u64::from(epoch);
+                s
+            })
+            .collect();
+        let mut svg = String::new();
+        Timeline::new(checkpoints).draw(&mut svg).unwrap();
+        assert!(
+            svg.contains("dashed: 6 checkpoints between them not kept"),
+            "{svg}"
+        );
+        // The live line's colour: its legend, one solid run, and the dashes across the span.
+        let live_lines = svg.matches(r##"<polyline fill="none" opacity="1" stroke="#C81E1E""##);
+        assert!(live_lines.count() > 2, "{svg}");
     }
 
     #[test]
