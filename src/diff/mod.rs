@@ -1,0 +1,10 @@
+//! Diffs: [`Delta`], what changed between two snapshots (`delta.rs`), and [`Timeline`], every
+//! checkpoint in order with the growth detector (`timeline.rs`).
+
+mod delta;
+mod timeline;
+
+pub(crate) use delta::sort_sites;
+pub use delta::{ClassDelta, Delta, SiteDelta, Survivors, TagDelta, TypeDelta};
+pub(crate) use timeline::{live_by_site, not_kept_between};
+pub use timeline::{Growth, Timeline};
