@@ -22,6 +22,11 @@ static LAST_OWN: Mutex<Option<Snapshot>> = Mutex::new(None);
 static KEEP: AtomicUsize = AtomicUsize::new(0);
 const KEEP_FROM_ENV: usize = 1 << (usize::BITS - 1);
 static START: OnceCell<(Instant, u64)> = OnceCell::new();
+/// Checkpoints a timeline without a bound holds when heapdelta says, once, that it could keep
+/// fewer: a checkpoint takes a few KiB (a user trial's per-frame checkpoints: 122 MB at 21,000),
+/// and `timeline()` copies them all.
+const MANY_CHECKPOINTS: usize = 10_000;
+static MANY_SAID: AtomicBool = AtomicBool::new(false);
 
 /// `HEAPDELTA=keep=n`: keeps at most `n` checkpoints (at least 2) from now on, the first and the
 /// latest, whatever the program asks with `keep_checkpoints`.
@@ -42,7 +47,8 @@ fn kept() -> usize {
 /// heapdelta's memory stops growing with the run. The checkpoints dropped are gone from
 /// [`timeline`] and the reports, and their labels are unknown (the error says how many were not
 /// kept); the step from the first to the oldest one kept spans them, and the growth detector leaves
-/// that span out ([`Timeline::growing`]). `HEAPDELTA=keep=` overrides this.
+/// that span out ([`Timeline::growing`]). `HEAPDELTA=keep=` overrides this. A timeline without
+/// a bound says once on stderr, at 10,000 checkpoints, that it keeps every one.
 ///
 /// ```
 /// #[global_allocator]
@@ -329,6 +335,14 @@ fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot, keep: usize) -> Delta {
     if keep > 0 && tl.len() > keep {
         let excess = tl.len() - keep;
         tl.drain(1..1 + excess);
+    }
+    if keep == 0 && tl.len() == MANY_CHECKPOINTS {
+        crate::config::write_stderr_once(
+            &MANY_SAID,
+            b"heapdelta: the timeline holds 10,000 checkpoints and keeps every one (a few KiB \
+each; timeline() copies them all); keep_checkpoints(n) or HEAPDELTA=keep=n keeps the first and \
+the latest n\n",
+        );
     }
     delta
 }

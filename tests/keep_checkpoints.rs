@@ -83,3 +83,49 @@ fn heapdelta_keep_overrides_keep_checkpoints() {
         "step 1, step 5, step 6, step 7"
     );
 }
+
+/// Set in the child of `many_checkpoints`.
+const MANY_CHILD: &str = "HEAPDELTA_TEST_MANY_CHECKPOINTS_CHILD";
+const MANY_TEST: &str = "the_child_of_many_checkpoints";
+
+/// In the child: 10,001 checkpoints, as a loop that checkpoints every frame takes in three minutes.
+#[test]
+fn the_child_of_many_checkpoints() {
+    if std::env::var_os(MANY_CHILD).is_some() {
+        for frame in 0..=10_000 {
+            heapdelta::checkpoint(format!("frame {frame}"));
+        }
+    }
+}
+
+/// What the child of many checkpoints wrote on stderr, with `HEAPDELTA` set to `heapdelta_env`.
+fn many_checkpoints(heapdelta_env: &str) -> String {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", MANY_TEST, "--nocapture", "--test-threads=1"])
+        .env(MANY_CHILD, "1")
+        .env("HEAPDELTA", heapdelta_env)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
+#[test]
+fn a_timeline_without_a_bound_says_once_at_10000_checkpoints_how_to_keep_fewer() {
+    let stderr = many_checkpoints("");
+    assert_eq!(
+        stderr
+            .matches("the timeline holds 10,000 checkpoints")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("HEAPDELTA=keep=n"), "{stderr}");
+}
+
+#[test]
+fn a_bounded_timeline_says_nothing_of_its_size() {
+    let stderr = many_checkpoints("keep=600");
+    assert!(!stderr.contains("the timeline holds"), "{stderr}");
+}
