@@ -486,7 +486,8 @@ mod tests {
                 free_blocks: 0,
                 free_bytes: 0,
             },
-        }];
+        }]
+        .into();
         s
     }
 

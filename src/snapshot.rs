@@ -12,7 +12,10 @@ use crate::sizeclass::class_size;
 use crate::stats::{self, Counts, Raw};
 use crate::thread;
 
+mod changes;
+mod classes;
 mod sites;
+pub(crate) use classes::ClassList;
 pub(crate) use sites::{ChunkMemo, SiteList};
 
 /// Process-wide totals. Byte figures are the bytes the program asked for (`Layout::size`), never
@@ -136,7 +139,7 @@ pub struct Snapshot {
     pub(crate) totals: Totals,
     /// Frees of blocks born in the epoch they were freed in: (blocks, bytes).
     pub(crate) young_free: (u64, u64),
-    pub(crate) classes: Vec<ClassCount>,
+    pub(crate) classes: ClassList,
     pub(crate) tags: Vec<TagCount>,
     pub(crate) sites: SiteList,
     pub(crate) pool: Option<PoolStats>,
@@ -266,7 +269,7 @@ impl Snapshot {
             pid: None,
             totals: Totals::default(),
             young_free: (0, 0),
-            classes: Vec::new(),
+            classes: ClassList::default(),
             tags: Vec::new(),
             sites: SiteList::default(),
             pool: None,
@@ -363,7 +366,7 @@ impl Snapshot {
                 total_blocks: all.alloc_blocks,
             },
             young_free: raw.young_free,
-            classes,
+            classes: classes.into(),
             tags,
             sites,
             pool: None,

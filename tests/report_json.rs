@@ -66,7 +66,7 @@ fn a_timeline_file_gives_each_site_its_frames_once() {
     // Five checkpoints name the cache's site; its frames are written once, in the site table.
     assert_eq!(common::timeline_file().matches("Cache::insert").count(), 5);
     assert_eq!(text.matches("Cache::insert").count(), 1, "{text}");
-    assert!(text.contains(r#""heapdelta_format":3"#));
+    assert!(text.contains(r#""heapdelta_format":4"#));
 }
 
 #[test]
@@ -224,12 +224,12 @@ fn json_without_the_version_field_is_not_a_heapdelta_file() {
 #[test]
 fn a_newer_format_version_is_a_version_error() {
     let newer =
-        common::snapshot_file().replace(r#""heapdelta_format":1"#, r#""heapdelta_format":4"#);
+        common::snapshot_file().replace(r#""heapdelta_format":1"#, r#""heapdelta_format":5"#);
     match Snapshot::read_json_from(newer.as_bytes()) {
         Err(
             e @ Error::Version {
-                found: 4,
-                supported: 3,
+                found: 5,
+                supported: 4,
             },
         ) => {
             assert!(e.to_string().contains("upgrade heapdelta"))

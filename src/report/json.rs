@@ -2,8 +2,9 @@
 //!
 //! ```text
 //! {"heapdelta_format": 1, "kind": "snapshot", "snapshot": {...}}
-//! {"heapdelta_format": 3, "kind": "timeline", "sites": [{"id": 1, "site": {...}}, ...],
-//!  "checkpoints": [{..., "sites": [...]}, {..., "sites": {"changed": [...]}}, ...]}
+//! {"heapdelta_format": 4, "kind": "timeline", "sites": [{"id": 1, "site": {...}}, ...],
+//!  "checkpoints": [{..., "classes": [...], "sites": [...]},
+//!                  {..., "classes": {"changed": [...]}, "sites": {"changed": [...]}}, ...]}
 //! ```
 //!
 //! Sites are written with their resolved frames, so a file read back by another process diffs by
@@ -12,9 +13,10 @@
 //! only when another site already holds its id in the table (checkpoints of another run). A
 //! checkpoint of the same run as the one before it lists only the sites whose entries changed since
 //! (`SiteList::changes_since`); reading puts the others back from the checkpoint before
-//! (`SiteList::overlay_on`), sharing their chunks with it. Version 1 timelines, still read, had no
-//! table: every checkpoint carried every site's frames, so a long run's timeline repeated them
-//! thousands of times; version 2 ones listed every site at every checkpoint. Snapshot files are
+//! (`SiteList::overlay_on`), sharing their chunks with it; its size classes likewise
+//! (`ClassList`). Version 1 timelines, still read, had no table: every checkpoint carried every
+//! site's frames, so a long run's timeline repeated them thousands of times; version 2 ones listed
+//! every site at every checkpoint, and version 3 ones every size class. Snapshot files are
 //! unchanged since version 1 and are still written as such, so older heapdelta releases read them.
 
 use std::collections::btree_map::{BTreeMap, Entry};
@@ -32,13 +34,13 @@ use crate::diff::Timeline;
 use crate::error::Error;
 use crate::report::write_file;
 use crate::sizeclass;
-use crate::snapshot::{ChunkMemo, SiteCount, Snapshot};
+use crate::snapshot::{ChunkMemo, ClassList, SiteCount, SiteList, Snapshot};
 use crate::stats::{self, Counts};
 use crate::PoolStats;
 
 /// The newest file format version: this build writes timelines in it and reads every version up
 /// to it.
-pub(crate) const FORMAT_VERSION: u64 = 3;
+pub(crate) const FORMAT_VERSION: u64 = 4;
 /// The version snapshot files are written in: their shape has not changed since.
 const SNAPSHOT_FORMAT: u64 = 1;
 
@@ -94,24 +96,34 @@ fn shared_checkpoints<'de, D: Deserializer<'de>>(
         fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Vec<Snapshot>, S::Error> {
             let mut checkpoints: Vec<Snapshot> = Vec::new();
             while let Some(mut s) = seq.next_element::<Snapshot>()? {
-                match checkpoints.last() {
-                    Some(prev) if s.sites.is_changes_only() && prev.run != s.run => {
-                        return Err(de::Error::custom(format_args!(
-                            "checkpoint {} lists only the sites that changed since the one \
-                             before, which is of another run",
-                            checkpoints.len() + 1
-                        )))
+                for (what, changes_only) in [
+                    ("sites", s.sites.is_changes_only()),
+                    ("size classes", s.classes.is_changes_only()),
+                ] {
+                    match checkpoints.last() {
+                        Some(prev) if changes_only && prev.run != s.run => {
+                            return Err(de::Error::custom(format_args!(
+                                "checkpoint {} lists only the {what} that changed since the \
+                                 one before, which is of another run",
+                                checkpoints.len() + 1
+                            )))
+                        }
+                        None if changes_only => {
+                            return Err(de::Error::custom(format_args!(
+                                "the first checkpoint lists only the {what} that changed, since \
+                                 none"
+                            )))
+                        }
+                        _ => {}
                     }
-                    Some(prev) if s.sites.is_changes_only() => {
+                }
+                if let Some(prev) = checkpoints.last() {
+                    if s.sites.is_changes_only() {
                         s.sites = std::mem::take(&mut s.sites).overlay_on(&prev.sites);
+                    } else {
+                        s.sites.share_with(&prev.sites);
                     }
-                    Some(prev) => s.sites.share_with(&prev.sites),
-                    None if s.sites.is_changes_only() => {
-                        return Err(de::Error::custom(
-                            "the first checkpoint lists only the sites that changed, since none",
-                        ))
-                    }
-                    None => {}
+                    s.classes = std::mem::take(&mut s.classes).overlay_on(&prev.classes);
                 }
                 checkpoints.push(s);
             }
@@ -250,10 +262,15 @@ pub(crate) fn read_contents(mut r: impl Read) -> Result<Contents, Error> {
         match envelope.kind.as_ref().and_then(Value::as_str) {
             Some(SNAPSHOT) => {
                 let body: SnapshotBody = serde_json::from_slice(&text).map_err(format_error)?;
-                if body.snapshot.sites.is_changes_only() {
-                    return Err(Error::Format(
-                        "a snapshot lists only the sites that changed, since none".to_string(),
-                    ));
+                for (what, changes_only) in [
+                    ("sites", body.snapshot.sites.is_changes_only()),
+                    ("size classes", body.snapshot.classes.is_changes_only()),
+                ] {
+                    if changes_only {
+                        return Err(Error::Format(format!(
+                            "a snapshot lists only the {what} that changed, since none"
+                        )));
+                    }
                 }
                 check_snapshot(&body.snapshot).map_err(Error::Format)?;
                 Ok(Contents::Snapshot(Box::new(body.snapshot)))
@@ -542,18 +559,25 @@ fn site_table(checkpoints: &[Snapshot]) -> (Vec<SiteEntry>, Vec<Snapshot>) {
 /// lists only the sites whose entries changed since (sites are never dropped within a run, but
 /// one that was is listed whole).
 fn changes_only(mut written: Vec<Snapshot>) -> Vec<Snapshot> {
-    let changes: Vec<Option<crate::snapshot::SiteList>> = crate::thread::untracked(|| {
+    type Changes = (Option<SiteList>, Option<ClassList>);
+    let changes: Vec<Changes> = crate::thread::untracked(|| {
         written
             .windows(2)
             .map(|w| match w[0].run == w[1].run {
-                true => w[1].sites.changes_since(&w[0].sites),
-                false => None,
+                true => (
+                    w[1].sites.changes_since(&w[0].sites),
+                    w[1].classes.changes_since(&w[0].classes),
+                ),
+                false => (None, None),
             })
             .collect()
     });
-    for (s, changes) in written.iter_mut().skip(1).zip(changes) {
-        if let Some(changes) = changes {
-            s.sites = changes;
+    for (s, (sites, classes)) in written.iter_mut().skip(1).zip(changes) {
+        if let Some(sites) = sites {
+            s.sites = sites;
+        }
+        if let Some(classes) = classes {
+            s.classes = classes;
         }
     }
     written
@@ -760,7 +784,7 @@ impl Timeline {
 mod tests {
     use super::*;
     use crate::pool::PoolStats;
-    use crate::snapshot::SiteList;
+    use crate::snapshot::{ClassCount, SiteList};
 
     /// A pool's statistics with one arena of 1 MiB holding 64 blocks of 64 bytes.
     fn one_arena() -> PoolStats {
@@ -1001,6 +1025,112 @@ mod tests {
         assert_eq!(listed(&file["checkpoints"][2]), (vec![], true));
         let back = Timeline::read_json_from(&out[..]).unwrap();
         assert_eq!(back.checkpoints(), checkpoints);
+    }
+
+    /// `s` holding `classes` as (size, blocks allocated and live), its totals their sums.
+    fn with_classes(mut s: Snapshot, classes: &[(u64, u64)]) -> Snapshot {
+        let classes: Vec<ClassCount> = classes
+            .iter()
+            .map(|&(size, blocks)| ClassCount {
+                size,
+                counts: Counts {
+                    alloc_blocks: blocks,
+                    alloc_bytes: blocks * size,
+                    free_blocks: 0,
+                    free_bytes: 0,
+                },
+            })
+            .collect();
+        let (blocks, bytes) = classes.iter().fold((0, 0), |(n, b), c| {
+            (n + c.counts.alloc_blocks, b + c.counts.alloc_bytes)
+        });
+        s.totals = crate::Totals {
+            live_bytes: bytes,
+            live_blocks: blocks,
+            peak_bytes: bytes,
+            peak_blocks: blocks,
+            total_bytes: bytes,
+            total_blocks: blocks,
+        };
+        s.classes = classes.into();
+        s
+    }
+
+    /// The sizes of the classes a written checkpoint lists, and whether it lists only those that
+    /// changed.
+    fn classes_listed(checkpoint: &Value) -> (Vec<u64>, bool) {
+        let classes = &checkpoint["classes"];
+        let (list, changes_only) = match classes.get("changed") {
+            Some(changed) => (changed, true),
+            None => (classes, false),
+        };
+        let sizes = list.as_array().map_or(Vec::new(), |l| {
+            l.iter().filter_map(|c| c["size"].as_u64()).collect()
+        });
+        (sizes, changes_only)
+    }
+
+    #[test]
+    fn a_timeline_file_lists_at_each_checkpoint_only_the_classes_that_changed() {
+        let checkpoints = vec![
+            with_classes(checkpoint_of_another_run("a", &[]), &[(16, 1), (64, 1)]),
+            with_classes(
+                checkpoint_of_another_run("b", &[]),
+                &[(16, 1), (32, 1), (64, 2)],
+            ),
+            with_classes(
+                checkpoint_of_another_run("c", &[]),
+                &[(16, 1), (32, 1), (64, 2)],
+            ),
+        ];
+        let mut out = Vec::new();
+        Timeline::new(checkpoints.clone())
+            .write_json_to(&mut out)
+            .unwrap();
+        let file: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            classes_listed(&file["checkpoints"][0]),
+            (vec![16, 64], false)
+        );
+        assert_eq!(
+            classes_listed(&file["checkpoints"][1]),
+            (vec![32, 64], true)
+        );
+        assert_eq!(classes_listed(&file["checkpoints"][2]), (vec![], true));
+        assert_eq!(written_and_read_back(checkpoints.clone()), checkpoints);
+    }
+
+    #[test]
+    fn a_checkpoint_of_another_run_than_the_one_before_lists_every_class() {
+        let first = with_classes(checkpoint_of_another_run("a", &[]), &[(16, 1)]);
+        let mut second = with_classes(checkpoint_of_another_run("b", &[]), &[(16, 1)]);
+        second.run ^= 2;
+        let mut out = Vec::new();
+        Timeline::new(vec![first.clone(), second.clone()])
+            .write_json_to(&mut out)
+            .unwrap();
+        let file: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(classes_listed(&file["checkpoints"][1]), (vec![16], false));
+        assert_eq!(
+            written_and_read_back(vec![first.clone(), second.clone()]),
+            [first, second]
+        );
+    }
+
+    #[test]
+    fn classes_that_changed_with_nothing_before_them_are_a_format_error() {
+        let first = with_classes(checkpoint_of_another_run("a", &[]), &[(16, 1)]);
+        let mut out = Vec::new();
+        Timeline::new(vec![first]).write_json_to(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let changed = text.replacen(r#""classes":[{"#, r#""classes":{"changed":[{"#, 1);
+        let changed = changed.replacen(r#"}],"tags""#, r#"}]},"tags""#, 1);
+        let err = Timeline::read_json_from(changed.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the first checkpoint lists only the size classes that changed"),
+            "{err}: {changed}"
+        );
     }
 
     #[test]

@@ -10,12 +10,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use serde::de::value::SeqAccessDeserializer;
-use serde::de::{self, MapAccess, SeqAccess, Visitor};
-use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::SiteCount;
+use super::{changes, SiteCount};
 use crate::callsite::SiteId;
 
 /// Ids per chunk. Sites are numbered in the order they are first seen, so a program's start-up
@@ -276,60 +273,19 @@ impl fmt::Debug for SiteList {
     }
 }
 
-/// The key under which a list of changes holds its sites: `{"changed": [...]}`, where a whole
-/// list is the bare `[...]`.
-const CHANGED: &str = "changed";
-
-/// The sites of a list of changes, as written.
-struct Entries<'a>(&'a SiteList);
-
-impl Serialize for Entries<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter())
-    }
-}
-
 impl Serialize for SiteList {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if self.changes_only {
-            let mut map = serializer.serialize_map(Some(1))?;
-            map.serialize_entry(CHANGED, &Entries(self))?;
-            map.end()
-        } else {
-            serializer.collect_seq(self.iter())
-        }
+        changes::serialize(serializer, || self.iter(), self.changes_only)
     }
 }
 
 impl<'de> Deserialize<'de> for SiteList {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<SiteList, D::Error> {
-        struct Sites;
-        impl<'de> Visitor<'de> for Sites {
-            type Value = SiteList;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of sites, or {\"changed\": a list of sites}")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<SiteList, A::Error> {
-                Vec::<SiteCount>::deserialize(SeqAccessDeserializer::new(seq)).map(SiteList::new)
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<SiteList, M::Error> {
-                let mut changed: Option<Vec<SiteCount>> = None;
-                while let Some(key) = map.next_key::<String>()? {
-                    if key != CHANGED {
-                        return Err(de::Error::unknown_field(&key, &[CHANGED]));
-                    }
-                    if changed.replace(map.next_value()?).is_some() {
-                        return Err(de::Error::duplicate_field(CHANGED));
-                    }
-                }
-                let changed = changed.ok_or_else(|| de::Error::missing_field(CHANGED))?;
-                Ok(SiteList {
-                    changes_only: true,
-                    ..SiteList::new(changed)
-                })
-            }
-        }
-        deserializer.deserialize_any(Sites)
+        let (sites, changes_only) = changes::deserialize(deserializer, "sites")?;
+        Ok(SiteList {
+            changes_only,
+            ..SiteList::new(sites)
+        })
     }
 }
 

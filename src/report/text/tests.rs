@@ -48,7 +48,8 @@ fn step_with_one_site(live: u64, blocks: u64) -> String {
             free_blocks: 0,
             free_bytes: 0,
         },
-    }];
+    }]
+    .into();
     let mut site = SiteCount::live(1, 3);
     site.counts.alloc_blocks = 3 * crate::stats::UNIT;
     s.sites = SiteList::new(vec![site]);
@@ -182,11 +183,11 @@ fn a_site_that_only_freed_older_blocks_says_only_that() {
             free_bytes,
         },
     };
-    before.classes = vec![class(0, 0)];
+    before.classes = vec![class(0, 0)].into();
     before.checkpoint = true;
     let mut after = before.clone();
     after.epoch = 1;
-    after.classes = vec![class(3, 3 * 64)];
+    after.classes = vec![class(3, 3 * 64)].into();
     after.sites = SiteList::new(vec![site_named("drop", 1, counts, (0, 0))]);
     let text = after.since(&before).to_string();
     assert!(text.contains("per blk, 3 older freed]"), "{text}");
@@ -588,7 +589,8 @@ fn a_site_table_of_allocations_without_sites_says_none_was_recorded() {
             free_blocks: 0,
             free_bytes: 0,
         },
-    }];
+    }]
+    .into();
     let d = after.since(&Snapshot::zero());
     let table = d.table(By::Site, 10);
     assert!(
@@ -615,7 +617,8 @@ fn a_site_table_cut_to_no_rows_does_not_say_nothing_was_recorded() {
                 free_blocks: 0,
                 free_bytes: 0,
             },
-        }];
+        }]
+        .into();
         let mut site = SiteCount::live(1, 3);
         site.counts.alloc_blocks = 3 * crate::stats::UNIT;
         s.sites = SiteList::new(vec![site]);
