@@ -38,20 +38,24 @@ fn the_child() {
     }
 }
 
-/// The labels the child printed after `prefix`, with `HEAPDELTA` set to `heapdelta_env`.
-fn child_labels(heapdelta_env: &str, prefix: &str) -> String {
+/// What the test `test` of this binary wrote on stdout and stderr, run again in a child process
+/// with `child_var` set and `HEAPDELTA` set to `heapdelta_env`; asserts it passed.
+fn run_child(test: &str, child_var: &str, heapdelta_env: &str) -> (String, String) {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(child_var, "1")
         .env("HEAPDELTA", heapdelta_env)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}{stderr}");
+    (stdout, stderr)
+}
+
+/// The labels the child printed after `prefix`, with `HEAPDELTA` set to `heapdelta_env`.
+fn child_labels(heapdelta_env: &str, prefix: &str) -> String {
+    let (stdout, _) = run_child(TEST, CHILD, heapdelta_env);
     stdout
         .lines()
         .find_map(|l| l.split_once(prefix).map(|(_, labels)| labels))
@@ -100,15 +104,7 @@ fn the_child_of_many_checkpoints() {
 
 /// What the child of many checkpoints wrote on stderr, with `HEAPDELTA` set to `heapdelta_env`.
 fn many_checkpoints(heapdelta_env: &str) -> String {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", MANY_TEST, "--nocapture", "--test-threads=1"])
-        .env(MANY_CHILD, "1")
-        .env("HEAPDELTA", heapdelta_env)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    stderr
+    run_child(MANY_TEST, MANY_CHILD, heapdelta_env).1
 }
 
 #[test]

@@ -994,18 +994,30 @@ mod tests {
         }
     }
 
+    /// The keys (`key`: `id` of the sites, `size` of the classes) of the entries a written
+    /// checkpoint's list `list` holds, and whether it holds only those that changed.
+    fn listed_in(checkpoint: &Value, list: &str, key: &str) -> (Vec<u64>, bool) {
+        let entries = &checkpoint[list];
+        let (entries, changes_only) = match entries.get("changed") {
+            Some(changed) => (changed, true),
+            None => (entries, false),
+        };
+        let keys = entries.as_array().map_or(Vec::new(), |l| {
+            l.iter().filter_map(|c| c[key].as_u64()).collect()
+        });
+        (keys, changes_only)
+    }
+
     /// The ids of the sites a written checkpoint lists, and whether it lists only those that
     /// changed.
     fn listed(checkpoint: &Value) -> (Vec<u64>, bool) {
-        let sites = &checkpoint["sites"];
-        let (list, changes_only) = match sites.get("changed") {
-            Some(changed) => (changed, true),
-            None => (sites, false),
-        };
-        let ids = list.as_array().map_or(Vec::new(), |l| {
-            l.iter().filter_map(|c| c["id"].as_u64()).collect()
-        });
-        (ids, changes_only)
+        listed_in(checkpoint, "sites", "id")
+    }
+
+    /// The sizes of the classes a written checkpoint lists, and whether it lists only those that
+    /// changed.
+    fn classes_listed(checkpoint: &Value) -> (Vec<u64>, bool) {
+        listed_in(checkpoint, "classes", "size")
     }
 
     #[test]
@@ -1054,20 +1066,6 @@ mod tests {
         };
         s.classes = classes.into();
         s
-    }
-
-    /// The sizes of the classes a written checkpoint lists, and whether it lists only those that
-    /// changed.
-    fn classes_listed(checkpoint: &Value) -> (Vec<u64>, bool) {
-        let classes = &checkpoint["classes"];
-        let (list, changes_only) = match classes.get("changed") {
-            Some(changed) => (changed, true),
-            None => (classes, false),
-        };
-        let sizes = list.as_array().map_or(Vec::new(), |l| {
-            l.iter().filter_map(|c| c["size"].as_u64()).collect()
-        });
-        (sizes, changes_only)
     }
 
     #[test]
