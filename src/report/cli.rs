@@ -466,7 +466,12 @@ fn describe(s: &Snapshot, top: usize) -> String {
     out += &text::table_rows(["live bytes", "blocks", "allocs", "site"], rows);
     // The sites `top` cut are counted, as `diff` counts its rows (a README audit).
     if let Some(cut) = holding.get(top..).filter(|cut| !cut.is_empty()) {
-        let held: i64 = cut.iter().map(|f| f.live_bytes).sum();
+        // Saturating: a file's sites are bounded one by one, not in sum (a fuzz run's two of
+        // 8 EiB each wrapped to a negative sum, printed as 0 B, and overflowed in a debug build).
+        let held = cut
+            .iter()
+            .map(|f| f.live_bytes)
+            .fold(0i64, i64::saturating_add);
         let _ = writeln!(
             out,
             "{:>12}  (and {} more {} holding {})",
