@@ -138,7 +138,8 @@ pub struct Outcome {
 }
 
 /// Replays `ops` through `pool` (which should be fresh and used by this thread only). Freeing
-/// an id that is not live, or allocating one that is, is an error.
+/// an id that is not live, or allocating one that is, is an error; the blocks the trace left live
+/// are freed all the same, so the pool holds none of them after an error either.
 ///
 /// ```
 /// use heapdelta::{replay, Pool};
@@ -148,13 +149,34 @@ pub struct Outcome {
 /// # Ok::<(), String>(())
 /// ```
 pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String> {
-    let zero = pool.engine.geo.max_small + 1;
-    let align = 8;
-    let layout = |n: usize| Layout::from_size_align(if n == 0 { zero } else { n }, align);
     // Ids may be anything below 2^31: a map, not a vector indexed by id. Ordered, so the cleanup
     // frees the survivors in ascending id order.
     let mut live: BTreeMap<u32, (*mut u8, Layout)> = BTreeMap::new();
     let mut snapshots = Vec::new();
+    let replayed = replay_ops(pool, ops, &mut live, &mut snapshots);
+    let after = pool.stats();
+    for (p, l) in live.into_values() {
+        // SAFETY: every live block came from `pool` with its layout and is freed once.
+        unsafe { pool.dealloc(p, l) };
+    }
+    replayed?;
+    Ok(Outcome {
+        snapshots,
+        after,
+        after_cleanup: pool.stats(),
+    })
+}
+
+/// `run`'s replay of `ops`, up to the first error: the blocks live at its end are in `live`.
+fn replay_ops<A: GlobalAlloc>(
+    pool: &Pool<A>,
+    ops: &[Op],
+    live: &mut BTreeMap<u32, (*mut u8, Layout)>,
+    snapshots: &mut Vec<Snapshot>,
+) -> Result<(), String> {
+    let zero = pool.engine.geo.max_small + 1;
+    let align = 8;
+    let layout = |n: usize| Layout::from_size_align(if n == 0 { zero } else { n }, align);
     for (k, op) in ops.iter().enumerate() {
         match *op {
             Op::Alloc(i, n) => {
@@ -170,16 +192,18 @@ pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String
                 live.insert(i, (p, l));
             }
             Op::Free(i) => {
-                let (p, l) = take(&mut live, i, k)?;
+                let (p, l) = take(live, i, k)?;
                 // SAFETY: `p` came from `pool` with layout `l` and is freed once.
                 unsafe { pool.dealloc(p, l) };
             }
             Op::Realloc(i, n) => {
-                let (p, l) = take(&mut live, i, k)?;
                 let nl = layout(n).map_err(|e| format!("op {k}: {n} bytes: {e}"))?;
+                let (p, l) = take(live, i, k)?;
                 // SAFETY: `p` came from `pool` with layout `l`; `nl.size()` is non-zero.
                 let q = unsafe { pool.realloc(p, l, nl.size()) };
                 if q.is_null() {
+                    // The block is still `p`'s, unchanged: live, to be freed.
+                    live.insert(i, (p, l));
                     return Err(format!("op {k}: out of memory"));
                 }
                 live.insert(i, (q, nl));
@@ -191,16 +215,7 @@ pub fn run<A: GlobalAlloc>(pool: &Pool<A>, ops: &[Op]) -> Result<Outcome, String
             }),
         }
     }
-    let after = pool.stats();
-    for (p, l) in live.into_values() {
-        // SAFETY: every live block came from `pool` with its layout and is freed once.
-        unsafe { pool.dealloc(p, l) };
-    }
-    Ok(Outcome {
-        snapshots,
-        after,
-        after_cleanup: pool.stats(),
-    })
+    Ok(())
 }
 
 fn take(
@@ -340,5 +355,15 @@ mod tests {
         let pool = Pool::with_config(std::alloc::System, PoolConfig::CPYTHON);
         let err = run(&pool, &ops).unwrap_err();
         assert_eq!(err, "op 1: id 6 is not live");
+    }
+
+    #[test]
+    fn a_trace_that_fails_partway_leaves_no_block_in_the_pool() {
+        // A small block, a large one (from the inner allocator), then an error.
+        let ops = parse("a 1 24\na 2 100000\na 1 8\n").unwrap();
+        let pool = Pool::with_config(std::alloc::System, PoolConfig::CPYTHON);
+        assert!(run(&pool, &ops).is_err());
+        let st = pool.stats();
+        assert_eq!((st.bytes_in_use, st.large_blocks), (0, 0), "{st:?}");
     }
 }
