@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use once_cell::sync::OnceCell;
 
+use crate::diff::GROWTH_WINDOW;
 use crate::report::text::{breaks_line, thousands, OneLine};
 use crate::tracker::CallSites;
 
@@ -92,7 +93,20 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
                 Ok(())
             }
             "every" => parse_every(val).map(|d| config.every = Some(d)),
-            "keep" => parse_keep(val).map(|n| config.keep = Some(n)),
+            "keep" => parse_keep(val).map(|n| {
+                // Accepted, with a word: fewer steps than the growth detector compares (a user
+                // trial's `keep=4` gave a verdict on 2 steps with nothing said).
+                let steps = n - 2;
+                if steps < GROWTH_WINDOW {
+                    errors.push(format!(
+                        "{VAR}: keep={n} leaves the growth detector {steps} of the \
+                         {GROWTH_WINDOW} steps it compares (keep={} leaves them all); keeping \
+                         {n} as given",
+                        GROWTH_WINDOW + 2
+                    ));
+                }
+                config.keep = Some(n)
+            }),
             "signals" => parse_on_off(val).map(|on| config.signals = Some(on)),
             "rewrite" => parse_on_off(val).map(|on| config.rewrite = Some(on)),
             _ => Err(format!("unknown key (keys: {KEYS})")),
@@ -762,12 +776,23 @@ mod tests {
     #[test]
     fn keep_takes_a_number_of_checkpoints_of_at_least_two() {
         assert_eq!(ok("keep=1000").keep, Some(1000));
-        assert_eq!(ok("keep=2").keep, Some(2));
+        assert_eq!(ok("keep=7").keep, Some(7));
         for val in ["keep=1", "keep=0", "keep=lots", "keep=-5"] {
             let (config, why) = bad(val);
             assert_eq!(config.keep, None, "{val}");
             assert!(why.contains("at least 2"), "{why}");
         }
+    }
+
+    #[test]
+    fn keep_below_seven_is_kept_with_a_word_on_the_steps_the_growth_detector_loses() {
+        let (config, why) = bad("keep=4");
+        assert_eq!(config.keep, Some(4));
+        assert!(
+            why.contains("keep=4 leaves the growth detector 2 of the 5 steps it compares"),
+            "{why}"
+        );
+        assert_eq!(bad("keep=2").0.keep, Some(2));
     }
 
     #[test]
