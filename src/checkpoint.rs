@@ -327,6 +327,7 @@ fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot, keep: usize) -> Delta {
     let delta = match tl.last() {
         Some(prev) => {
             snap.sites.share_with(&prev.sites);
+            snap.classes.share_with(&prev.classes);
             snap.since(prev)
         }
         None => snap.since(&Snapshot::zero()),

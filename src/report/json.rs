@@ -124,6 +124,7 @@ fn shared_checkpoints<'de, D: Deserializer<'de>>(
                         s.sites.share_with(&prev.sites);
                     }
                     s.classes = std::mem::take(&mut s.classes).overlay_on(&prev.classes);
+                    s.classes.share_with(&prev.classes);
                 }
                 checkpoints.push(s);
             }
@@ -1096,6 +1097,17 @@ mod tests {
         );
         assert_eq!(classes_listed(&file["checkpoints"][2]), (vec![], true));
         assert_eq!(written_and_read_back(checkpoints.clone()), checkpoints);
+    }
+
+    #[test]
+    fn a_checkpoint_whose_classes_did_not_change_reads_back_holding_the_table_before() {
+        let checkpoints = vec![
+            with_classes(checkpoint_of_another_run("a", &[]), &[(16, 1)]),
+            with_classes(checkpoint_of_another_run("b", &[]), &[(16, 1)]),
+        ];
+        let back = written_and_read_back(checkpoints.clone());
+        assert_eq!(back, checkpoints);
+        assert!(back[1].classes.is_shared_with(&back[0].classes));
     }
 
     #[test]

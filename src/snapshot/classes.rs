@@ -2,18 +2,21 @@
 //! the same run as the one before it, as the classes that changed since.
 //!
 //! Of the 35 classes a program uses, a step changes a few: a user trial's checkpoint per frame
-//! changed 11, and the whole table at every checkpoint took 62.7 MB of its 105 MB file.
+//! changed 11, and the whole table at every checkpoint took 62.7 MB of its 105 MB file. In memory
+//! the table is shared: a copy of a snapshot (a `timeline()`) counts a reference, and a checkpoint
+//! whose classes did not change (an idle step) holds the one before's.
 
 use std::ops::Deref;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{changes, ClassCount};
 
 /// Size-class counters, by size, smallest first, in memory always whole.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ClassList {
-    classes: Vec<ClassCount>,
+    classes: Arc<[ClassCount]>,
     /// Only the classes that changed since the checkpoint before (`changes_since`), as a
     /// timeline file holds them; `overlay_on` makes the whole list again. Set only while a
     /// timeline file is written or read.
@@ -23,9 +26,15 @@ pub(crate) struct ClassList {
 impl From<Vec<ClassCount>> for ClassList {
     fn from(classes: Vec<ClassCount>) -> ClassList {
         ClassList {
-            classes,
+            classes: classes.into(),
             changes_only: false,
         }
+    }
+}
+
+impl Default for ClassList {
+    fn default() -> ClassList {
+        ClassList::from(Vec::new())
     }
 }
 
@@ -55,15 +64,29 @@ impl ClassList {
         if gone {
             return None;
         }
-        let changed = self
+        let changed: Vec<ClassCount> = self
             .iter()
             .filter(|c| !earlier.contains(c))
             .copied()
             .collect();
         Some(ClassList {
-            classes: changed,
             changes_only: true,
+            ..ClassList::from(changed)
         })
+    }
+
+    /// Holds `earlier`'s table instead of its own when the two are equal, so the two lists hold
+    /// it once.
+    pub fn share_with(&mut self, earlier: &ClassList) {
+        if self.classes == earlier.classes {
+            self.classes = Arc::clone(&earlier.classes);
+        }
+    }
+
+    /// Whether this list and `other` hold the same table in memory: for tests.
+    #[cfg(test)]
+    pub fn is_shared_with(&self, other: &ClassList) -> bool {
+        Arc::ptr_eq(&self.classes, &other.classes)
     }
 
     /// Whether the list holds only the classes that changed since the checkpoint before.
@@ -100,8 +123,8 @@ impl<'de> Deserialize<'de> for ClassList {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ClassList, D::Error> {
         let (classes, changes_only) = changes::deserialize(deserializer, "size classes")?;
         Ok(ClassList {
-            classes,
             changes_only,
+            ..ClassList::from(classes)
         })
     }
 }
@@ -138,6 +161,18 @@ mod tests {
         let before = ClassList::from(vec![class(16, 1), class(32, 5)]);
         let after = ClassList::from(vec![class(32, 5)]);
         assert_eq!(after.changes_since(&before), None);
+    }
+
+    #[test]
+    fn a_table_that_did_not_change_is_held_once() {
+        let before = ClassList::from(vec![class(16, 1), class(32, 5)]);
+        let mut same = ClassList::from(vec![class(16, 1), class(32, 5)]);
+        let mut changed = ClassList::from(vec![class(16, 2), class(32, 5)]);
+        same.share_with(&before);
+        changed.share_with(&before);
+        assert!(same.is_shared_with(&before));
+        assert!(!changed.is_shared_with(&before));
+        assert_eq!(*changed, [class(16, 2), class(32, 5)]);
     }
 
     #[test]
