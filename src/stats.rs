@@ -110,6 +110,15 @@ impl Counts {
         *self == Counts::default()
     }
 
+    /// Adds `other` to `self`, saturating: for counters of several sites read from a file, where
+    /// each is bounded but their sum is not (a fuzz review's two sites of 8 EiB wrapped to a fall).
+    pub fn add_saturating(&mut self, other: &Counts) {
+        self.alloc_blocks = self.alloc_blocks.saturating_add(other.alloc_blocks);
+        self.alloc_bytes = self.alloc_bytes.saturating_add(other.alloc_bytes);
+        self.free_blocks = self.free_blocks.saturating_add(other.free_blocks);
+        self.free_bytes = self.free_bytes.saturating_add(other.free_bytes);
+    }
+
     /// Adds `other` to `self`.
     pub fn add(&mut self, other: &Counts) {
         self.alloc_blocks = self.alloc_blocks.wrapping_add(other.alloc_blocks);

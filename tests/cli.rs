@@ -93,29 +93,52 @@ fn show_prints_a_snapshots_totals_and_top_sites() {
     );
 }
 
-#[test]
-fn show_top_adds_up_the_sites_it_cuts_without_overflow() {
-    // Two sites of 8 EiB each, each within the reader's bounds (a coverage-guided fuzz run):
-    // their sum wrapped to a negative number, shown as 0 B, and overflowed in a debug build.
+/// A snapshot file in `dir` holding two sites of 8 EiB each (a coverage-guided fuzz run), each within the
+/// reader's bounds; the second names its frame `b`, the first the same frame or none.
+fn two_huge_sites(dir: &Path, same_frames: bool) -> PathBuf {
     let site = |id: u32, frames: &str| {
         format!(
             r#"{{"id":{id},"alloc_blocks":65536,"alloc_bytes":9223372036854775807,"free_blocks":0,"free_bytes":0,"young_free":[0,0]{frames}}}"#
         )
     };
+    let frames = r#","site":{"frames":[{"function":"b"}]}"#;
     let file = format!(
         r#"{{"heapdelta_format":1,"kind":"snapshot","snapshot":{{"run":1,"seconds":0,"epoch":0,"checkpoint":true,"young_free":[0,0],"tags":[],"totals":{{"live_bytes":0,"live_blocks":0,"peak_bytes":0,"peak_blocks":0,"total_bytes":0,"total_blocks":0}},"classes":[],"sites":[{},{}]}}}}"#,
-        site(1, ""),
-        site(2, r#","site":{"frames":[{"function":"b"}]}"#)
+        site(1, if same_frames { frames } else { "" }),
+        site(2, frames)
     );
-    let dir = common::temp_dir("show_top_overflow");
     let path = dir.join("huge.json");
     std::fs::write(&path, file).unwrap();
+    path
+}
+
+#[test]
+fn show_top_adds_up_the_sites_it_cuts_without_overflow() {
+    // Their sum wrapped to a negative number, shown as 0 B, and overflowed in a debug build.
+    let dir = common::temp_dir("show_top_overflow");
+    let path = two_huge_sites(&dir, false);
     let run = heapdelta(["show", "--top", "0", arg(&path)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let last = run.stdout.lines().last().unwrap();
     assert_eq!(
         last.trim(),
-        "(and 2 more sites holding 8192.00 PiB)",
+        "(and 2 more sites holding 8.00 EiB)",
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn show_adds_up_the_entries_of_one_site_without_overflow() {
+    // Merged into one site, their live bytes wrapped to a fall and the site was not listed.
+    let dir = common::temp_dir("show_merge_overflow");
+    let path = two_huge_sites(&dir, true);
+    let run = heapdelta(["show", arg(&path)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("8.00 EiB") && l.contains(" b")),
         "{}",
         run.stdout
     );

@@ -57,7 +57,7 @@ pub(crate) fn snapshot_sites(s: &Snapshot) -> Vec<SiteFigures> {
                 (None, true) => callsite::resolve(c.id),
                 (None, false) => Site::unknown(),
             };
-            merged.entry(site).or_default().add(&c.counts);
+            merged.entry(site).or_default().add_saturating(&c.counts);
         }
     });
     let mut v: Vec<SiteFigures> = merged
@@ -66,8 +66,8 @@ pub(crate) fn snapshot_sites(s: &Snapshot) -> Vec<SiteFigures> {
             site,
             alloc_blocks: units_to_blocks(c.alloc_blocks),
             alloc_bytes: c.alloc_bytes,
-            live_blocks: units_to_blocks(c.live_blocks()) as i64,
-            live_bytes: c.live_bytes() as i64,
+            live_blocks: i64::try_from(units_to_blocks(c.live_blocks())).unwrap_or(i64::MAX),
+            live_bytes: i64::try_from(c.live_bytes()).unwrap_or(i64::MAX),
         })
         .collect();
     sort_figures(&mut v);

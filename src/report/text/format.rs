@@ -68,7 +68,7 @@ pub(crate) fn signed(n: i64) -> String {
 }
 
 /// The binary units above bytes, each 1,024 times the one before.
-const BINARY_UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+const BINARY_UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
 /// `512 B`, `1.5 KiB`, `112.4 MiB`, `1.18 GiB`.
 pub(crate) fn bytes(n: u64) -> String {
