@@ -6,5 +6,7 @@ mod timeline;
 
 pub(crate) use delta::sort_sites;
 pub use delta::{ClassDelta, Delta, SiteDelta, Survivors, TagDelta, TypeDelta};
-pub(crate) use timeline::{live_by_site, not_kept_between, GROWTH_WINDOW};
+pub(crate) use timeline::GROWTH_WINDOW;
+#[cfg(feature = "plot")]
+pub(crate) use timeline::{live_by_site, not_kept_between};
 pub use timeline::{Growth, Timeline};

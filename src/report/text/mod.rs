@@ -8,6 +8,17 @@ mod tests;
 mod timeline;
 
 pub use delta::By;
-pub(crate) use delta::{comparison_note, estimates_note, estimates_note_beside};
-pub(crate) use format::{breaks_line, bytes, count, table_rows, thousands, OneLine};
+#[cfg(feature = "cli")]
+pub(crate) use delta::comparison_note;
+#[cfg(feature = "plot")]
+pub(crate) use delta::estimates_note;
+pub(crate) use delta::estimates_note_beside;
+#[cfg(feature = "plot")]
+pub(crate) use format::count;
+#[cfg(feature = "cli")]
+pub(crate) use format::table_rows;
+#[cfg(any(feature = "flamegraph", feature = "cli"))]
+pub(crate) use format::bytes;
+pub(crate) use format::{breaks_line, thousands, OneLine};
+#[cfg(feature = "cli")]
 pub(crate) use timeline::timeline_text;
