@@ -337,10 +337,11 @@ fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot, keep: usize) -> Delta {
         let excess = tl.len() - keep;
         tl.drain(1..1 + excess);
     }
-    if keep == 0 && tl.len() == MANY_CHECKPOINTS {
+    // At or past it: a bound lifted by `keep_checkpoints(0)` over a longer timeline says it too.
+    if keep == 0 && tl.len() >= MANY_CHECKPOINTS {
         crate::config::write_stderr_once(
             &MANY_SAID,
-            b"heapdelta: the timeline holds 10,000 checkpoints and keeps every one (a few KiB \
+            b"heapdelta: the timeline holds 10,000 checkpoints or more and keeps every one (a few KiB \
 each; timeline() copies them all); keep_checkpoints(n) or HEAPDELTA=keep=n keeps the first and \
 the latest n\n",
         );

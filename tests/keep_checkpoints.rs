@@ -41,9 +41,14 @@ fn the_child() {
 /// What the test `test` of this binary wrote on stdout and stderr, run again in a child process
 /// with `child_var` set and `HEAPDELTA` set to `heapdelta_env`; asserts it passed.
 fn run_child(test: &str, child_var: &str, heapdelta_env: &str) -> (String, String) {
+    run_child_with(test, &[child_var], heapdelta_env)
+}
+
+/// `run_child` with each of `vars` set.
+fn run_child_with(test: &str, vars: &[&str], heapdelta_env: &str) -> (String, String) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(child_var, "1")
+        .envs(vars.iter().map(|v| (v, "1")))
         .env("HEAPDELTA", heapdelta_env)
         .output()
         .unwrap();
@@ -92,11 +97,23 @@ fn heapdelta_keep_overrides_keep_checkpoints() {
 const MANY_CHILD: &str = "HEAPDELTA_TEST_MANY_CHECKPOINTS_CHILD";
 const MANY_TEST: &str = "the_child_of_many_checkpoints";
 
-/// In the child: 10,001 checkpoints, as a loop that checkpoints every frame takes in three minutes.
+/// Set in the child of many checkpoints that bounds its timeline above 10,000 and then lifts
+/// the bound.
+const LIFT: &str = "HEAPDELTA_TEST_MANY_CHECKPOINTS_LIFT";
+
+/// In the child: 10,001 checkpoints, as a loop that checkpoints every frame takes in three
+/// minutes (under `LIFT`, bounded to 20,000 until the last).
 #[test]
 fn the_child_of_many_checkpoints() {
     if std::env::var_os(MANY_CHILD).is_some() {
+        let lift = std::env::var_os(LIFT).is_some();
+        if lift {
+            heapdelta::keep_checkpoints(20_000);
+        }
         for frame in 0..=10_000 {
+            if lift && frame == 10_000 {
+                heapdelta::keep_checkpoints(0);
+            }
             heapdelta::checkpoint(format!("frame {frame}"));
         }
     }
@@ -124,4 +141,16 @@ fn a_timeline_without_a_bound_says_once_at_10000_checkpoints_how_to_keep_fewer()
 fn a_bounded_timeline_says_nothing_of_its_size() {
     let stderr = many_checkpoints("keep=600");
     assert!(!stderr.contains("the timeline holds"), "{stderr}");
+}
+
+#[test]
+fn a_bound_lifted_over_more_than_10000_checkpoints_says_so_too() {
+    let (_, stderr) = run_child_with(MANY_TEST, &[MANY_CHILD, LIFT], "");
+    assert_eq!(
+        stderr
+            .matches("the timeline holds 10,000 checkpoints")
+            .count(),
+        1,
+        "{stderr}"
+    );
 }
