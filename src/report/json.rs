@@ -117,6 +117,12 @@ fn shared_checkpoints<'de, D: Deserializer<'de>>(
                         _ => {}
                     }
                 }
+                // Before the merge: a file that named a new bogus class at each checkpoint made
+                // each hold one more, the whole timeline quadratic in them (a review: 1.29 GB
+                // for a 4 MB file), before any check.
+                check_classes(&s.classes).map_err(|e| {
+                    de::Error::custom(format_args!("checkpoint {}: {e}", checkpoints.len() + 1))
+                })?;
                 if let Some(prev) = checkpoints.last() {
                     if s.sites.is_changes_only() {
                         s.sites = std::mem::take(&mut s.sites).overlay_on(&prev.sites);
@@ -357,13 +363,10 @@ fn check_snapshot(s: &Snapshot) -> Result<(), String> {
     if !(s.seconds.is_finite() && s.seconds >= 0.0) {
         return Err(format!("{} seconds since the start", s.seconds));
     }
-    for c in &s.classes {
-        check_class(c.size)?;
-    }
+    check_classes(&s.classes)?;
     if let Some(p) = &s.pool {
         check_pool(p)?;
     }
-    repeated(s.classes.iter().map(|c| c.size), "size class")?;
     repeated(s.tags.iter().map(|t| t.tag.as_str()), "tag")?;
     repeated(s.sites.iter().map(|c| c.id), "site")?;
     check_sums(s)
@@ -403,6 +406,16 @@ fn check_sums(s: &Snapshot) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Checks that a list of classes, whole or of changes, names each size class at most once: so a
+/// list of changes merged onto the checkpoint before (as a timeline is read) holds at most every
+/// class, whatever the file.
+fn check_classes(classes: &ClassList) -> Result<(), String> {
+    for c in classes.iter() {
+        check_class(c.size)?;
+    }
+    repeated(classes.iter().map(|c| c.size), "size class")
 }
 
 /// Checks that `size` names a size class. (Not that its counts are of requests in it: above
@@ -1108,6 +1121,58 @@ mod tests {
         let back = written_and_read_back(checkpoints.clone());
         assert_eq!(back, checkpoints);
         assert!(back[1].classes.is_shared_with(&back[0].classes));
+    }
+
+    /// The JSON of a timeline of `n` checkpoints of one run, each with one class of 16 B.
+    fn checkpoints_of_16_b(n: usize) -> String {
+        let one = with_classes(checkpoint_of_another_run("a", &[]), &[(16, 1)]);
+        let mut out = Vec::new();
+        Timeline::new(vec![one; n]).write_json_to(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_bogus_class_is_refused_at_its_checkpoint_before_the_next_is_read() {
+        // The second checkpoint names a class that does not exist, the third has sites of no
+        // shape: the error is the second's, found before the merge (a file naming one more bogus
+        // class at each checkpoint made each hold all those before, quadratic in the file).
+        let text = checkpoints_of_16_b(3);
+        let changed = r#""classes":{"changed":[]}"#;
+        assert_eq!(text.matches(changed).count(), 2, "{text}");
+        let bogus = r#""classes":{"changed":[{"size":1000001,"alloc_blocks":0,"alloc_bytes":0,"free_blocks":0,"free_bytes":0}]}"#;
+        let text = text.replacen(changed, bogus, 1);
+        let (head, tail) = text.rsplit_once(r#""sites":{"changed":[]}"#).unwrap();
+        let text = format!(r#"{head}"sites":5{tail}"#);
+        let err = Timeline::read_json_from(text.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("checkpoint 2: 1000001 B is not a size class"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn classes_listed_out_of_order_read_back_in_order_and_write_the_same() {
+        let text = checkpoints_of_16_b(1);
+        let whole = r#""classes":[{"size":16,"alloc_blocks":1,"alloc_bytes":16,"free_blocks":0,"free_bytes":0}]"#;
+        assert!(text.contains(whole), "{text}");
+        // Two classes, the larger first, with totals to match.
+        let two = r#""classes":[{"size":32,"alloc_blocks":1,"alloc_bytes":32,"free_blocks":0,"free_bytes":0},{"size":16,"alloc_blocks":1,"alloc_bytes":16,"free_blocks":0,"free_bytes":0}]"#;
+        let text = text.replacen(whole, two, 1).replacen(
+            r#""live_bytes":16,"live_blocks":1,"peak_bytes":16,"peak_blocks":1,"total_bytes":16,"total_blocks":1"#,
+            r#""live_bytes":48,"live_blocks":2,"peak_bytes":48,"peak_blocks":2,"total_bytes":48,"total_blocks":2"#,
+            1,
+        );
+        let read = Timeline::read_json_from(text.as_bytes()).unwrap();
+        let sizes: Vec<u64> = read.checkpoints()[0]
+            .classes
+            .iter()
+            .map(|c| c.size)
+            .collect();
+        assert_eq!(sizes, [16, 32]);
+        let mut again = Vec::new();
+        read.write_json_to(&mut again).unwrap();
+        assert_eq!(Timeline::read_json_from(&again[..]).unwrap(), read);
     }
 
     #[test]

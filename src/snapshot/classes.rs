@@ -23,8 +23,12 @@ pub(crate) struct ClassList {
     changes_only: bool,
 }
 
+/// By size: a list read from a file in another order reads as a snapshot holds it, so that it is
+/// written back the same (a review: a file's `[32, 16]` read back, written and read again, was
+/// `[16, 32]`).
 impl From<Vec<ClassCount>> for ClassList {
-    fn from(classes: Vec<ClassCount>) -> ClassList {
+    fn from(mut classes: Vec<ClassCount>) -> ClassList {
+        classes.sort_by_key(|c| c.size);
         ClassList {
             classes: classes.into(),
             changes_only: false,
@@ -102,13 +106,12 @@ impl ClassList {
             return self;
         }
         let changed = self.classes;
-        let mut classes: Vec<ClassCount> = earlier
+        let classes: Vec<ClassCount> = earlier
             .iter()
             .filter(|e| !changed.iter().any(|c| c.size == e.size))
             .copied()
             .chain(changed.iter().copied())
             .collect();
-        classes.sort_by_key(|c| c.size);
         ClassList::from(classes)
     }
 }

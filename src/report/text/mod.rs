@@ -7,18 +7,18 @@ mod format;
 mod tests;
 mod timeline;
 
-pub use delta::By;
 #[cfg(feature = "cli")]
 pub(crate) use delta::comparison_note;
 #[cfg(feature = "plot")]
 pub(crate) use delta::estimates_note;
 pub(crate) use delta::estimates_note_beside;
+pub use delta::By;
+#[cfg(any(feature = "flamegraph", feature = "cli"))]
+pub(crate) use format::bytes;
 #[cfg(feature = "plot")]
 pub(crate) use format::count;
 #[cfg(feature = "cli")]
 pub(crate) use format::table_rows;
-#[cfg(any(feature = "flamegraph", feature = "cli"))]
-pub(crate) use format::bytes;
 pub(crate) use format::{breaks_line, thousands, OneLine};
 #[cfg(feature = "cli")]
 pub(crate) use timeline::timeline_text;
