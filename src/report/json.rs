@@ -1194,10 +1194,7 @@ mod tests {
 
     #[test]
     fn classes_that_changed_with_nothing_before_them_are_a_format_error() {
-        let first = with_classes(checkpoint_of_another_run("a", &[]), &[(16, 1)]);
-        let mut out = Vec::new();
-        Timeline::new(vec![first]).write_json_to(&mut out).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        let text = checkpoints_of_16_b(1);
         let changed = text.replacen(r#""classes":[{"#, r#""classes":{"changed":[{"#, 1);
         let changed = changed.replacen(r#"}],"tags""#, r#"}]},"tags""#, 1);
         let err = Timeline::read_json_from(changed.as_bytes()).unwrap_err();
