@@ -1,7 +1,10 @@
 //! `keep_checkpoints` bounds the timeline to the first checkpoint and the latest ones, and
 //! `HEAPDELTA=keep=` overrides it.
 
-use std::process::Command;
+#[path = "children/rerun.rs"]
+mod rerun;
+
+use rerun::{rerun, rerun_under};
 
 #[global_allocator]
 static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
@@ -38,29 +41,9 @@ fn the_child() {
     }
 }
 
-/// What the test `test` of this binary wrote on stdout and stderr, run again in a child process
-/// with `child_var` set and `HEAPDELTA` set to `heapdelta_env`; asserts it passed.
-fn run_child(test: &str, child_var: &str, heapdelta_env: &str) -> (String, String) {
-    run_child_with(test, &[child_var], heapdelta_env)
-}
-
-/// `run_child` with each of `vars` set.
-fn run_child_with(test: &str, vars: &[&str], heapdelta_env: &str) -> (String, String) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .envs(vars.iter().map(|v| (v, "1")))
-        .env("HEAPDELTA", heapdelta_env)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stdout}{stderr}");
-    (stdout, stderr)
-}
-
 /// The labels the child printed after `prefix`, with `HEAPDELTA` set to `heapdelta_env`.
 fn child_labels(heapdelta_env: &str, prefix: &str) -> String {
-    let (stdout, _) = run_child(TEST, CHILD, heapdelta_env);
+    let (stdout, _) = rerun(TEST, CHILD, "1", heapdelta_env);
     stdout
         .lines()
         .find_map(|l| l.split_once(prefix).map(|(_, labels)| labels))
@@ -97,16 +80,12 @@ fn heapdelta_keep_overrides_keep_checkpoints() {
 const MANY_CHILD: &str = "HEAPDELTA_TEST_MANY_CHECKPOINTS_CHILD";
 const MANY_TEST: &str = "the_child_of_many_checkpoints";
 
-/// Set in the child of many checkpoints that bounds its timeline above 10,000 and then lifts
-/// the bound.
-const LIFT: &str = "HEAPDELTA_TEST_MANY_CHECKPOINTS_LIFT";
-
 /// In the child: 10,001 checkpoints, as a loop that checkpoints every frame takes in three
-/// minutes (under `LIFT`, bounded to 20,000 until the last).
+/// minutes (with `MANY_CHILD=lift`, bounded to 20,000 until the last).
 #[test]
 fn the_child_of_many_checkpoints() {
-    if std::env::var_os(MANY_CHILD).is_some() {
-        let lift = std::env::var_os(LIFT).is_some();
+    if let Ok(how) = std::env::var(MANY_CHILD) {
+        let lift = how == "lift";
         if lift {
             heapdelta::keep_checkpoints(20_000);
         }
@@ -121,7 +100,7 @@ fn the_child_of_many_checkpoints() {
 
 /// What the child of many checkpoints wrote on stderr, with `HEAPDELTA` set to `heapdelta_env`.
 fn many_checkpoints(heapdelta_env: &str) -> String {
-    run_child(MANY_TEST, MANY_CHILD, heapdelta_env).1
+    rerun_under(MANY_TEST, MANY_CHILD, heapdelta_env)
 }
 
 #[test]
@@ -145,7 +124,7 @@ fn a_bounded_timeline_says_nothing_of_its_size() {
 
 #[test]
 fn a_bound_lifted_over_more_than_10000_checkpoints_says_so_too() {
-    let (_, stderr) = run_child_with(MANY_TEST, &[MANY_CHILD, LIFT], "");
+    let (_, stderr) = rerun(MANY_TEST, MANY_CHILD, "lift", "");
     assert_eq!(
         stderr
             .matches("the timeline holds 10,000 checkpoints")
