@@ -1123,6 +1123,13 @@ mod tests {
         assert!(back[1].classes.is_shared_with(&back[0].classes));
     }
 
+    /// The error of reading `text` as a timeline (which must fail).
+    fn timeline_error(text: &str) -> String {
+        Timeline::read_json_from(text.as_bytes())
+            .unwrap_err()
+            .to_string()
+    }
+
     /// The JSON of a timeline of `n` checkpoints of one run, each with one class of 16 B.
     fn checkpoints_of_16_b(n: usize) -> String {
         let one = with_classes(checkpoint_of_another_run("a", &[]), &[(16, 1)]);
@@ -1143,10 +1150,9 @@ mod tests {
         let text = text.replacen(changed, bogus, 1);
         let (head, tail) = text.rsplit_once(r#""sites":{"changed":[]}"#).unwrap();
         let text = format!(r#"{head}"sites":5{tail}"#);
-        let err = Timeline::read_json_from(text.as_bytes()).unwrap_err();
+        let err = timeline_error(&text);
         assert!(
-            err.to_string()
-                .contains("checkpoint 2: 1000001 B is not a size class"),
+            err.contains("checkpoint 2: 1000001 B is not a size class"),
             "{err}"
         );
     }
@@ -1197,10 +1203,9 @@ mod tests {
         let text = checkpoints_of_16_b(1);
         let changed = text.replacen(r#""classes":[{"#, r#""classes":{"changed":[{"#, 1);
         let changed = changed.replacen(r#"}],"tags""#, r#"}]},"tags""#, 1);
-        let err = Timeline::read_json_from(changed.as_bytes()).unwrap_err();
+        let err = timeline_error(&changed);
         assert!(
-            err.to_string()
-                .contains("the first checkpoint lists only the size classes that changed"),
+            err.contains("the first checkpoint lists only the size classes that changed"),
             "{err}: {changed}"
         );
     }
