@@ -287,7 +287,7 @@ fn is_window(a: &Snapshot, b: &Snapshot) -> bool {
 /// A snapshot's running counts summed over its size classes.
 fn total(s: &Snapshot) -> Counts {
     let mut c = Counts::default();
-    for k in &s.classes {
+    for k in s.classes.iter() {
         c.add(&k.counts);
     }
     c

@@ -42,14 +42,6 @@ impl Default for ClassList {
     }
 }
 
-impl<'a> IntoIterator for &'a ClassList {
-    type Item = &'a ClassCount;
-    type IntoIter = std::slice::Iter<'a, ClassCount>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.classes.iter()
-    }
-}
-
 impl Deref for ClassList {
     type Target = [ClassCount];
     fn deref(&self) -> &[ClassCount] {
