@@ -608,21 +608,8 @@ fn write_report_so_far() {
         return;
     }
     // A symbolic link: the file it names is replaced (a user trial's link was left alone, and
-    // a kill then left nothing), as the exit report writes through it.
-    let linked = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-    // Not a link into the process's descriptors (`/dev/stdout` → `/proc/self/fd/1`): the file a
-    // shell redirected them to must not be replaced by another under its name.
-    let descriptor = |p: &Path| p.starts_with("/dev") || p.starts_with("/proc");
-    let through_descriptors =
-        descriptor(path) || std::fs::read_link(path).is_ok_and(|target| descriptor(&target));
-    let resolved = match linked && !through_descriptors {
-        // A link to no file yet names the file the exit report would make (a review).
-        true => std::fs::canonicalize(path).ok().or_else(|| {
-            let target = std::fs::read_link(path).ok()?;
-            Some(path.parent().unwrap_or(Path::new("")).join(target))
-        }),
-        false => None,
-    };
+    // a kill then left nothing).
+    let resolved = crate::report::link_target(path);
     let path = resolved.as_deref().unwrap_or(path);
     // Asked before the timeline is made into a file, which a long run's makes costly.
     if let Some(problem) = unwritable(path) {

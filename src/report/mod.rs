@@ -17,7 +17,7 @@ pub(crate) mod text;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::callsite::{self, Site};
@@ -138,10 +138,12 @@ pub(crate) const UNKNOWN_SITE: &str = "(unknown site)";
 /// that cannot be made leaves the file alone. A regular file that is only this one name and is
 /// ours to replace, or a new one, is written beside it under a temporary name and renamed over it
 /// once complete, so a write that fails (a full disk, a size limit) leaves the earlier file
-/// whole and no partial one. Anything else is written in place: a device, a pipe, a symbolic
-/// link, a file with other names (hard links) or another owner, and a file no temporary can be
-/// made beside or renamed over (a directory that refuses new files, a name at the length limit,
-/// a sticky directory). A file the program may not write is refused, as a plain write would be.
+/// whole and no partial one; a symbolic link is followed to the file it names, which is
+/// replaced so (the link stays). Anything else is written in place: a device, a pipe, a link
+/// into the process's descriptors (`/dev/stdout`), a file with other names (hard links) or
+/// another owner, and a file no temporary can be made beside or renamed over (a directory that
+/// refuses new files, a name at the length limit, a sticky directory). A file the program may
+/// not write is refused, as a plain write would be.
 pub(crate) fn write_file(
     path: &Path,
     write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>,
@@ -149,6 +151,8 @@ pub(crate) fn write_file(
     thread::untracked(|| {
         let mut bytes = Vec::new();
         write(&mut bytes)?;
+        let resolved = link_target(path);
+        let path = resolved.as_deref().unwrap_or(path);
         match std::fs::symlink_metadata(path) {
             Ok(m) if m.is_file() => {
                 // Opening it for writing (without truncating) asks the system whether we may.
@@ -194,6 +198,31 @@ pub(crate) fn replace_file(
         write(&mut bytes)?;
         write_beside(path, &bytes, permissions)
     })
+}
+
+/// The file a symbolic link at `path` names, to be replaced in its place (`None` when `path` is
+/// not a link). A link to no file yet names the file a write through it would make. Not a link
+/// that passes through the process's descriptors (`/dev/stdout` → `/proc/self/fd/1`) or
+/// anything else under `/dev` or `/proc`: the file a shell redirected them to must not be
+/// replaced by another under its name. `None` too for a chain of links too long to follow, which
+/// the write then meets as the system's error.
+pub(crate) fn link_target(path: &Path) -> Option<PathBuf> {
+    /// Links followed at most, as Linux does (`ELOOP` past 40).
+    const MAX_LINKS: usize = 40;
+    let special = |p: &Path| p.starts_with("/dev") || p.starts_with("/proc");
+    let mut at = path.to_path_buf();
+    for followed in 0..=MAX_LINKS {
+        let linked = std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink());
+        if special(&at) || (linked && followed == MAX_LINKS) {
+            return None;
+        }
+        if !linked {
+            return (followed > 0).then_some(at);
+        }
+        let next = directory_of(&at).join(std::fs::read_link(&at).ok()?);
+        at = next;
+    }
+    None
 }
 
 /// The directory `path` names a file in (`.` for a bare name).
@@ -409,5 +438,81 @@ mod tests {
         write_file(&link, |w| w.write_all(b"new")).unwrap();
         assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_file_named_by_a_symbolic_link_is_replaced_whole_not_rewritten_in_place() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.json");
+        let link = dir.path().join("link.json");
+        std::fs::write(&target, "earlier").unwrap();
+        std::os::unix::fs::symlink("target.json", &link).unwrap();
+        let mut reader = File::open(&target).unwrap();
+        write_file(&link, |w| w.write_all(b"new")).unwrap();
+        let mut seen = String::new();
+        reader.read_to_string(&mut seen).unwrap();
+        assert_eq!(seen, "earlier", "a reader of the file met it rewritten");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert_eq!(names(dir.path()), ["link.json", "target.json"]);
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_symbolic_link_to_no_file_makes_the_file_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink("sub/target.json", &link).unwrap();
+        write_file(&link, |w| w.write_all(b"new")).unwrap();
+        let made = dir.path().join("sub/target.json");
+        assert_eq!(std::fs::read_to_string(made).unwrap(), "new");
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn links_are_followed_to_the_last_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = dir.path().join("first.json");
+        std::os::unix::fs::symlink("second.json", &first).unwrap();
+        std::os::unix::fs::symlink("target.json", dir.path().join("second.json")).unwrap();
+        assert_eq!(link_target(&first), Some(dir.path().join("target.json")));
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_link_through_the_process_descriptors_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let direct = dir.path().join("direct");
+        let chained = dir.path().join("chained");
+        std::os::unix::fs::symlink("/dev/stdout", &direct).unwrap();
+        std::os::unix::fs::symlink(&direct, &chained).unwrap();
+        assert_eq!(link_target(&direct), None);
+        assert_eq!(link_target(&chained), None);
+        assert_eq!(link_target(Path::new("/dev/stdout")), None);
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_loop_of_links_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let b = dir.path().join("b");
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        std::os::unix::fs::symlink(&a, &b).unwrap();
+        assert_eq!(link_target(&a), None);
+        assert!(write_file(&a, |w| w.write_all(b"new")).is_err());
+    }
+
+    #[test]
+    fn a_path_that_is_no_link_has_no_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file.json");
+        std::fs::write(&file, "x").unwrap();
+        assert_eq!(link_target(&file), None);
+        assert_eq!(link_target(&dir.path().join("missing.json")), None);
     }
 }
