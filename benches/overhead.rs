@@ -3,8 +3,8 @@
 //! Workloads (`common/churn.rs`, the same code for every allocator): `small_churn`,
 //! `mixed_churn`, `small_churn_2t`, and, in the ratio table only, `small_churn_3sites`,
 //! `small_churn_8sites`, `small_churn_16sites_random`, `small_churn_64sites_random`, `growth` (a
-//! leaking loop) and `small_churn_scope` (sites off, with the churn run inside a
-//! `heapdelta::scope`).
+//! leaking loop), `thread_churn` (a thread per task) and `small_churn_scope` (sites off, with the
+//! churn run inside a `heapdelta::scope`).
 //!
 //! Allocators: `System`; two counter-only peers in the ratio table, `cap` (one global atomic: the
 //! live bytes) and `stats_alloc` (global atomic counters of blocks and bytes), neither keeping
@@ -28,8 +28,8 @@ mod handle;
 #[path = "common/paired.rs"]
 mod paired;
 use churn::{
-    timed_churn, timed_growth, timed_many_sites, timed_places, timed_three_sites, two_threads,
-    Churn, OPS,
+    thread_churn, timed_churn, timed_growth, timed_many_sites, timed_places, timed_three_sites,
+    two_threads, Churn, OPS,
 };
 use heapdelta::{CallSites, Pool, Tracker};
 
@@ -155,6 +155,11 @@ fn paired_ratios() {
         &contenders!(|a| two_threads(a, 200)),
     );
     paired::print_ratios("growth", ROUNDS, &contenders!(|a| timed_growth(a, 20_000)));
+    paired::print_ratios(
+        "thread_churn",
+        ROUNDS,
+        &contenders!(|a| thread_churn(a, 100)),
+    );
     // Inside a scope, events take the general recording path instead of the inlined one.
     paired::print_ratios(
         "small_churn_scope",

@@ -20,7 +20,8 @@ mod handle;
 #[path = "common/paired.rs"]
 mod paired;
 use churn::{
-    timed_churn, timed_growth, timed_many_sites, timed_places, timed_three_sites, two_threads,
+    thread_churn, timed_churn, timed_growth, timed_many_sites, timed_places, timed_three_sites,
+    two_threads,
 };
 
 #[global_allocator]
@@ -85,6 +86,11 @@ fn main() {
         "small_churn_2t",
         ROUNDS,
         &contenders!(|a| two_threads(a, 50)),
+    );
+    paired::print_ratios(
+        "thread_churn",
+        ROUNDS,
+        &contenders!(|a| thread_churn(a, 25)),
     );
     paired::print_ratios("growth", ROUNDS, &contenders!(|a| timed_growth(a, 10_000)));
 }

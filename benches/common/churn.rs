@@ -12,6 +12,9 @@
 //!   its walk starts (without them, among the unwinder's 32 remembered walks);
 //! - `small_churn_64sites_random`: from sixty-four functions in no particular order (of up to
 //!   256, `timed_places`), more than a thread's capture buffer remembered when it kept 32 stacks;
+//! - `thread_churn`: a thread per task, as a program that spawns a thread for each piece of
+//!   work does: threads started in waves of eight, each making 400 allocations of 8–512 B from
+//!   three call sites in turn and freeing them, then exiting;
 //! - `growth`: a leaking loop: each op keeps a 64-B block and allocates and frees a temporary of
 //!   8–1,024 B, starting from the process's peak, so about a third of the temporaries reach a new
 //!   peak (the others stay below recent, larger ones).
@@ -318,6 +321,44 @@ pub fn two_threads<A: GlobalAlloc + Sync>(a: &'static A, iters: u64) -> Duration
             });
         }
     });
+    start.elapsed()
+}
+
+/// Threads per wave in `thread_churn`: started together, joined together.
+const WAVE: usize = 8;
+
+/// One timed run of `thread_churn` on `a`: `waves` waves of `WAVE` threads, each allocating 400
+/// blocks of 8–512 B from three call sites in turn (keeping 40 live at a time) and freeing them.
+/// Starting and joining the threads is timed too, under every allocator alike.
+pub fn thread_churn<A: GlobalAlloc + Sync>(a: &'static A, waves: u64) -> Duration {
+    const KEPT: usize = 40;
+    const ALLOCATIONS: u64 = 400;
+    let start = Instant::now();
+    for wave in 0..waves {
+        std::thread::scope(|s| {
+            for t in 0..WAVE as u64 {
+                s.spawn(move || {
+                    let mut c = Churn {
+                        live: Vec::with_capacity(KEPT),
+                        rng: (wave * WAVE as u64 + t) | 1,
+                        log_sizes: false,
+                    };
+                    for op in 0..ALLOCATIONS {
+                        if c.live.len() == KEPT {
+                            let i = (c.next() % KEPT as u64) as usize;
+                            let (p, l) = c.live.swap_remove(i);
+                            // SAFETY: allocated below with `l`.
+                            unsafe { shim_dealloc(a, p, l) };
+                        }
+                        let l = c.layout();
+                        let p = black_box(alloc_at_three_sites(a, l, op));
+                        c.live.push((p, l));
+                    }
+                    c.free_all(a);
+                });
+            }
+        });
+    }
     start.elapsed()
 }
 
