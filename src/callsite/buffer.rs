@@ -40,15 +40,35 @@ use super::intern::{intern_captured, SiteId};
 use crate::stats::SiteCnt;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
-/// Capture buffers allocated and not yet given back (one per thread that captured a site and has
-/// not exited).
+/// Capture buffers in use (one per thread that captured a site and has not exited).
 static LIVE_BUFFERS: AtomicUsize = AtomicUsize::new(0);
 
-/// How many threads' capture buffers are allocated now.
+/// Buffers of threads that exited, kept for the next threads to start capturing: a program that
+/// starts a thread per task maps and unmaps no buffer per thread (a user trial's 20,000 threads:
+/// an `mmap` and a `munmap` each, and the unmaps' TLB shootdowns). At most this many are kept
+/// (200 KiB of address space each, of which only the pages their threads touched are resident);
+/// a buffer given back when all are taken is unmapped.
+const SPARES: usize = 32;
+
+/// The kept buffers (null: none in that place). A buffer is taken by swapping null into its
+/// place and given back by swapping itself into a null place, so each is owned by one thread or
+/// by one place at a time.
+static SPARE: [AtomicPtr<StackBuffer>; SPARES] =
+    [const { AtomicPtr::new(ptr::null_mut()) }; SPARES];
+
+/// How many threads' capture buffers are in use now.
 pub fn live_buffers() -> usize {
     LIVE_BUFFERS.load(Ordering::Relaxed)
+}
+
+/// Buffers mapped so far (a thread that takes a kept one maps none).
+static MAPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many capture buffers were mapped so far.
+pub fn mapped_buffers() -> usize {
+    MAPPED.load(Ordering::Relaxed)
 }
 
 /// Most return addresses a capture keeps.
@@ -213,9 +233,22 @@ impl StackBuffer {
         }
     }
 
-    /// A new buffer, mapped (heapdelta runs inside the global allocator, which it must not call),
-    /// or null when that fails. Give it back with `free`.
+    /// A buffer for a thread: one an exited thread gave back, emptied of what was its thread's
+    /// own (`forget_thread`), else a new one, mapped (heapdelta runs inside the global allocator,
+    /// which it must not call); null when that fails. Give it back with `free`.
     pub(crate) fn allocate() -> *mut StackBuffer {
+        let kept = SPARE
+            .iter()
+            .filter(|place| !place.load(Ordering::Relaxed).is_null())
+            .map(|place| place.swap(ptr::null_mut(), Ordering::Acquire))
+            .find(|taken| !taken.is_null());
+        if let Some(buffer) = kept {
+            // SAFETY: taken from its place by the swap, so this thread alone has it: a buffer
+            // `free` put there, from `allocate`, which no thread uses any more.
+            unsafe { (*buffer).forget_thread() };
+            LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
+            return buffer;
+        }
         let size = std::mem::size_of::<StackBuffer>();
         // A mapping of its own, whose pages read as zeros and are touched only as entries are
         // first used: `calloc` zeroes a block of reused heap memory in full, 200 KiB for every
@@ -247,15 +280,31 @@ impl StackBuffer {
             ptr::addr_of_mut!((*buffer).guess).write([RECENT; RECENT]);
         }
         LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
+        MAPPED.fetch_add(1, Ordering::Relaxed);
         buffer
     }
 
-    /// Gives back a buffer from `allocate` (null: nothing to do).
+    /// Gives back a buffer from `allocate` (null: nothing to do): kept for another thread when
+    /// a place is free, else unmapped.
     ///
     /// # Safety
     /// `buffer` must be null or come from `allocate`, and not be used afterwards.
     pub(crate) unsafe fn free(buffer: *mut StackBuffer) {
-        if !buffer.is_null() {
+        if buffer.is_null() {
+            return;
+        }
+        LIVE_BUFFERS.fetch_sub(1, Ordering::Relaxed);
+        let kept = SPARE.iter().any(|place| {
+            place
+                .compare_exchange(
+                    ptr::null_mut(),
+                    buffer,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        });
+        if !kept {
             // SAFETY: the caller's contract: `allocate` mapped it, of the buffer's size, and its
             // memo, if any, came from `System` with the memo's layout (`memo`).
             unsafe {
@@ -265,7 +314,34 @@ impl StackBuffer {
                 }
                 libc::munmap(buffer.cast(), std::mem::size_of::<StackBuffer>());
             }
-            LIVE_BUFFERS.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Empties a buffer another thread used of what held only there: the frame records its walks
+    /// read, which lie in that thread's stack (no entry is replayable, nor is any guess kept), its
+    /// counters in that thread's slot, and its memo of unwinder walks (freed). The stacks and
+    /// their site ids stay: they are the same in every thread (return addresses, and ids from the
+    /// shared table), and a thread running the code its predecessor ran finds its stacks there.
+    /// Touches only the entries in use, whose pages the thread before touched.
+    fn forget_thread(&mut self) {
+        for (set, tags) in self.tags.iter().enumerate() {
+            for (way, &tag) in tags.iter().enumerate() {
+                if let (true, Some(r)) = (tag != 0, self.recent.get_mut(set * WAYS + way)) {
+                    r.counters = None;
+                    r.replay_depth = 0;
+                    r.trusted_end = 0;
+                }
+            }
+        }
+        self.keys = [[0; WAYS]; SETS];
+        self.current = RECENT;
+        self.after = [RECENT; RECENT];
+        self.guess = [RECENT; RECENT];
+        let memo = std::mem::replace(&mut self.memo, ptr::null_mut());
+        if !memo.is_null() {
+            // SAFETY: the buffer's memo came from `System` with the memo's layout (`memo`), and
+            // nothing else refers to it.
+            unsafe { System.dealloc(memo.cast(), Layout::new::<Memo>()) };
         }
     }
 
@@ -739,6 +815,87 @@ mod tests {
         // Made replayable when seen the second time.
         let replayed = captures_match_walks(&mut buf, &[(f, 32); 4]);
         assert_eq!(replayed, [false, false, true, true]);
+    }
+
+    /// What `before_and_after_forgetting` saw in a round of captures.
+    struct Round {
+        /// Which captures were replayed.
+        replayed: Vec<bool>,
+        /// The entries holding a stack, with their ids.
+        ids: Vec<(usize, SiteId)>,
+        /// Whether any entry has counters.
+        counters: bool,
+    }
+
+    /// Three captures from the first caller, before and after `buf` passes to another thread
+    /// (`forget_thread`, its entries given counters first), all from one place, so that both
+    /// rounds capture the same stack.
+    fn before_and_after_forgetting(buf: &mut StackBuffer) -> Vec<Round> {
+        // SAFETY: a site's counters are atomic integers, valid as zero bytes; leaked, so `'static`.
+        let theirs: &'static SiteCnt =
+            unsafe { &*Box::leak(Box::new(std::mem::MaybeUninit::<SiteCnt>::zeroed())).as_ptr() };
+        let f: Caller = first_caller;
+        let mut rounds = Vec::new();
+        for round in 0..2 {
+            if round == 1 {
+                for r in buf.recent.iter_mut().filter(|r| r.id != 0) {
+                    r.counters = Some(theirs);
+                }
+                buf.forget_thread();
+            }
+            let replayed = captures_match_walks(buf, &[(f, 32); 3]);
+            let ids = (buf.recent.iter().enumerate())
+                .filter(|(_, r)| r.id != 0)
+                .map(|(i, r)| (i, r.id))
+                .collect();
+            let counters = buf.recent.iter().any(|r| r.counters.is_some());
+            rounds.push(Round {
+                replayed,
+                ids,
+                counters,
+            });
+        }
+        rounds
+    }
+
+    #[test]
+    fn a_buffer_another_thread_used_replays_none_of_its_walks() {
+        if no_frame_records_to_test() {
+            return;
+        }
+        let rounds = before_and_after_forgetting(&mut StackBuffer::new());
+        assert_eq!(rounds[0].replayed, [false, false, true]);
+        // The records were another stack's: the first capture walks, and the stack is replayable
+        // again once this thread's walk recorded them.
+        assert!(
+            !rounds[1].replayed[0],
+            "replayed from another thread's records"
+        );
+        assert!(rounds[1].replayed[2], "never replayed again");
+    }
+
+    #[test]
+    fn a_buffer_another_thread_used_keeps_its_stacks_and_their_ids() {
+        if no_frame_records_to_test() {
+            return;
+        }
+        let rounds = before_and_after_forgetting(&mut StackBuffer::new());
+        assert_eq!(rounds[0].ids.len(), 1);
+        assert_eq!(rounds[1].ids, rounds[0].ids);
+    }
+
+    #[test]
+    fn a_buffer_another_thread_used_hands_out_none_of_its_counters() {
+        if no_frame_records_to_test() {
+            return;
+        }
+        // The counters of the thread before are forgotten, and the stack learnt again has none
+        // until they are looked up in the new thread's slot.
+        let rounds = before_and_after_forgetting(&mut StackBuffer::new());
+        assert!(
+            !rounds[1].counters,
+            "counters of the thread before are still handed out"
+        );
     }
 
     /// `n` captures of 32 frames, from the first and the second caller in turn.

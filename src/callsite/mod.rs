@@ -30,7 +30,7 @@ pub(crate) use symbols::resolve;
 /// Re-exports rather than wrappers: a wrapper would add a frame to every capture.
 #[doc(hidden)]
 pub mod internals {
-    pub use super::buffer::live_buffers;
+    pub use super::buffer::{live_buffers, mapped_buffers};
     pub use super::capture::{
         capture, capture_general_unwind, capture_hashed, capture_unwind, general_unwind_count,
         unwound_count,
