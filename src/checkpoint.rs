@@ -402,6 +402,12 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
 /// --bench queries`), which a test does not notice and a hot path does (a user trial had put it
 /// around every request).
 ///
+/// Its text (`Display`) lists the sites whose live bytes changed; when none did, the sites that
+/// allocated most, so that a test that code allocates nothing names what did when it fails
+/// (`assert_eq!(d.allocated_blocks(), 0, "{d}")`). The totals are net: a block kept while an
+/// older one is freed adds up to no change. To check that nothing `f` allocated stayed live,
+/// check each site, as the example below does.
+///
 /// The delta has no process totals ([`Delta::totals`] is `None`) and no survivors. Without a
 /// [`Tracker`](crate::Tracker) installed, `f` still runs, the delta is all zeros, and a hint says
 /// so once on stderr, as the other queries do (a test file whose binary lacks the
@@ -413,7 +419,16 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
 /// # fn main() {
 /// let (v, growth) = heapdelta::measure(|| vec![0u8; 4096]);
 /// assert_eq!(growth.live_bytes(), 4096);
-/// # drop(v);
+///
+/// // Net figures hide a block kept while an older one is freed; the sites do not.
+/// let mut older = Some(vec![0u8; 100]);
+/// let (kept, swapped) = heapdelta::measure(|| {
+///     drop(older.take());
+///     vec![1u8; 100]
+/// });
+/// assert_eq!(swapped.live_blocks(), 0);
+/// assert!(swapped.sites().iter().any(|s| s.live_blocks > 0), "{swapped}");
+/// # drop((v, kept));
 /// # }
 /// ```
 pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {

@@ -467,6 +467,11 @@ impl Display for Delta {
             if !unlisted.is_empty() {
                 lines.push(format!("   … and {}", unlisted.join(", ")));
             }
+            // Only for `measure` (no process totals): a loop's steps that freed what they
+            // allocated would each list the same churn.
+            if !listed && self.after.is_none() {
+                lines.extend(busiest_lines(&by_leaf));
+            }
             lines.extend(unaccounted_line(self, &by_leaf));
             let types = self.types().iter().map(|t| {
                 let name = OneLine(&t.type_name).to_string();
@@ -494,6 +499,38 @@ impl Display for Delta {
         });
         f.write_str(&text)
     }
+}
+
+/// For a `measure` window in which no site's live bytes changed, the sites that allocated most
+/// (by allocations, at most `TOP`), under a line saying so: a window whose allocations were all
+/// freed (a test that its code allocates nothing after warm-up) otherwise named none of them (a
+/// user trial's failing test read only `allocated 7.8 KiB in 1,000 blocks`). Nothing when no
+/// site allocated.
+fn busiest_lines(by_leaf: &[SiteDelta]) -> Vec<String> {
+    let mut busy: Vec<&SiteDelta> = by_leaf.iter().filter(|s| s.allocs > 0).collect();
+    busy.sort_by_key(|s| std::cmp::Reverse((s.allocs, s.allocated_bytes)));
+    let mut lines = Vec::new();
+    if busy.is_empty() {
+        return lines;
+    }
+    lines.push("   no site's live bytes changed; the sites that allocated most:".to_string());
+    for s in busy.iter().take(TOP) {
+        let avg = bytes(rounded_div(s.allocated_bytes, s.allocs));
+        let allocs = if s.allocs == 1 { "alloc " } else { "allocs" };
+        lines.push(format!(
+            "   {:>11} {allocs}  {}  [{}, ~{avg} per alloc]",
+            thousands(s.allocs),
+            s.site,
+            OneLine(s.site.type_name()),
+        ));
+    }
+    if busy.len() > TOP {
+        lines.push(format!(
+            "   … and {} that allocated",
+            count((busy.len() - TOP) as u64, "more site")
+        ));
+    }
+    lines
 }
 
 /// `   name: a +1.0 KiB (+2 blk) | …`: the `TOP` of `entries` (name, live bytes, live blocks)

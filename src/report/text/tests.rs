@@ -114,6 +114,39 @@ fn a_site_that_fell_by_more_than_a_listed_one_grew_is_listed_in_a_step_that_rose
 }
 
 #[test]
+fn a_measure_whose_sites_freed_all_they_allocated_names_the_busiest_first() {
+    // A user trial's test that a loop allocates nothing after warm-up read only its summary line.
+    let sites = [("once", 1, 1), ("quiet", 2, 2), ("parse", 1000, 1000)];
+    let text = step_with_sites(&sites).thread_only().to_string();
+    let lines: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(
+        lines,
+        [
+            "   no site's live bytes changed; the sites that allocated most:",
+            "         1,000 allocs  parse (src/main.rs:1)  [(unknown), ~8 B per alloc]",
+            "             2 allocs  quiet (src/main.rs:1)  [(unknown), ~8 B per alloc]",
+            "             1 alloc   once (src/main.rs:1)  [(unknown), ~8 B per alloc]",
+        ],
+        "{text}"
+    );
+}
+
+#[test]
+fn a_measure_with_a_site_that_grew_lists_it_and_not_the_busiest() {
+    let step = step_with_sites(&[("grow", 3, 0), ("churn", 1000, 1000)]).thread_only();
+    let text = step.to_string();
+    assert!(!text.contains("allocated most"), "{text}");
+    assert!(!text.contains("churn"), "{text}");
+}
+
+#[test]
+fn a_step_between_checkpoints_that_freed_all_it_allocated_lists_no_sites() {
+    // A loop's steps would each list the same churn (the training example's `--fixed` run).
+    let text = step_with_sites(&[("parse", 1000, 1000)]).to_string();
+    assert!(!text.contains("allocated most"), "{text}");
+}
+
+#[test]
 fn a_site_that_kept_blocks_larger_than_its_average_allocation_says_their_size() {
     // A string grown in steps (8, 16 then 32 bytes), 200 times: 600 allocations of 18.7 B on
     // average, of which the 200 last, of 32 B, are kept (a user trial read "~19 B per alloc"
