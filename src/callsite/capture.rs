@@ -77,13 +77,10 @@ pub(crate) const NEAR_STACK_TOP: usize = 256 * 1024;
 
 /// The hint written once to stderr when frame pointers are missing.
 const HINT: &[u8] = b"\
-heapdelta: this program was built without frame pointers, so call sites are captured by
-heapdelta:   unwinding the stack with its DWARF call-frame information, at a higher cost (on
-heapdelta:   x86_64 Linux; microseconds per allocation on other targets). To walk frame pointers,
-heapdelta:   build with `-C force-frame-pointers=yes`, e.g. in .cargo/config.toml:
-heapdelta:     [build] rustflags = [\"-C\", \"force-frame-pointers=yes\"]
-heapdelta:   (a RUSTFLAGS environment variable replaces that list); or sample call sites
-heapdelta:   (CallSites::Sampled, HEAPDELTA=sites=sampled:BYTES).
+heapdelta: built without frame pointers: call sites are found by unwinding (DWARF call-frame
+heapdelta:   information), the same sites at a higher cost per allocation. For the faster walk,
+heapdelta:   add to .cargo/config.toml: [build] rustflags = [\"-C\", \"force-frame-pointers=yes\"]
+heapdelta:   (a RUSTFLAGS variable replaces it), or sample sites (HEAPDELTA=sites=sampled:BYTES).
 ";
 
 static HINT_PRINTED: AtomicBool = AtomicBool::new(false);

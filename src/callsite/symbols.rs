@@ -179,8 +179,9 @@ fn hint_debug_information() {
     static SAID: AtomicBool = AtomicBool::new(false);
     const HINT: &[u8] = b"\
 heapdelta: this program has no debug information, so call sites are named by function alone
-heapdelta:   (code inlined into a function under that function's name) and most allocated types
-heapdelta:   are unknown. For file:line and types, add to Cargo.toml:
+heapdelta:   (code inlined into a function under that function's name: a closure given to a
+heapdelta:   library, as to rayon's `for_each`, under the library's function) and most allocated
+heapdelta:   types are unknown. For file:line and types, add to Cargo.toml:
 heapdelta:     [profile.release]
 heapdelta:     debug = \"line-tables-only\"
 ";
