@@ -800,7 +800,7 @@ fn a_missing_file_fails_with_one_line() {
 fn a_newer_file_asks_for_an_upgrade() {
     let dir = demo("bad_version");
     let newer = dir.join("newer.json");
-    std::fs::write(&newer, r#"{"heapdelta_format": 5, "kind": "snapshot"}"#).unwrap();
+    std::fs::write(&newer, r#"{"heapdelta_format": 6, "kind": "snapshot"}"#).unwrap();
     assert_one_line_failure(&heapdelta(["show", arg(&newer)]), 1, "upgrade heapdelta");
 }
 

@@ -66,7 +66,81 @@ fn a_timeline_file_gives_each_site_its_frames_once() {
     // Five checkpoints name the cache's site; its frames are written once, in the site table.
     assert_eq!(common::timeline_file().matches("Cache::insert").count(), 5);
     assert_eq!(text.matches("Cache::insert").count(), 1, "{text}");
-    assert!(text.contains(r#""heapdelta_format":4"#));
+    assert!(text.contains(r#""heapdelta_format":5"#));
+}
+
+/// The demo timeline as this build writes it, parsed.
+fn written_demo_timeline() -> serde_json::Value {
+    let mut out = Vec::new();
+    demo_timeline().write_json_to(&mut out).unwrap();
+    serde_json::from_slice(&out).unwrap()
+}
+
+#[test]
+fn a_timeline_file_gives_each_frame_once_to_the_sites_that_share_it() {
+    // Four of the demo's five sites are called from `main` at line 20, the fifth at line 12.
+    let text = written_demo_timeline().to_string();
+    assert_eq!(
+        text.matches(r#""function":"service::main""#).count(),
+        2,
+        "{text}"
+    );
+    let v = written_demo_timeline();
+    let main_20 = v["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|f| f["function"] == "service::main" && f["line"] == 20)
+        .unwrap();
+    let naming_it = v["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row["frames"].as_array().unwrap().contains(&main_20.into()))
+        .count();
+    assert_eq!(naming_it, 4);
+}
+
+#[test]
+fn a_version_4_timeline_with_frames_in_its_site_table_still_reads() {
+    let mut v = written_demo_timeline();
+    let frames = v["frames"].as_array().unwrap().clone();
+    let table: Vec<serde_json::Value> = (v["sites"].as_array().unwrap().iter())
+        .map(|row| {
+            let site_frames: Vec<serde_json::Value> = (row["frames"].as_array().unwrap().iter())
+                .map(|place| frames[place.as_u64().unwrap() as usize].clone())
+                .collect();
+            serde_json::json!({
+                "id": row["id"],
+                "site": {"frames": site_frames, "type_name": row["type_name"]},
+            })
+        })
+        .collect();
+    v["sites"] = table.into();
+    v.as_object_mut().unwrap().remove("frames");
+    v["heapdelta_format"] = 4.into();
+    let back = Timeline::read_json_from(v.to_string().as_bytes()).unwrap();
+    assert_eq!(back, demo_timeline());
+}
+
+#[test]
+fn a_site_naming_a_frame_the_frame_table_lacks_is_rejected() {
+    let mut v = written_demo_timeline();
+    v["sites"][0]["frames"][0] = 999.into();
+    match Timeline::read_json_from(v.to_string().as_bytes()) {
+        Err(Error::Format(msg)) => assert!(msg.contains("names frame 999"), "{msg}"),
+        other => panic!("expected a format error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_site_of_a_version_5_table_without_frames_is_rejected() {
+    let mut v = written_demo_timeline();
+    v["sites"][0].as_object_mut().unwrap().remove("frames");
+    match Timeline::read_json_from(v.to_string().as_bytes()) {
+        Err(Error::Format(msg)) => assert!(msg.contains("has no \"frames\""), "{msg}"),
+        other => panic!("expected a format error, got {other:?}"),
+    }
 }
 
 #[test]
@@ -224,12 +298,12 @@ fn json_without_the_version_field_is_not_a_heapdelta_file() {
 #[test]
 fn a_newer_format_version_is_a_version_error() {
     let newer =
-        common::snapshot_file().replace(r#""heapdelta_format":1"#, r#""heapdelta_format":5"#);
+        common::snapshot_file().replace(r#""heapdelta_format":1"#, r#""heapdelta_format":6"#);
     match Snapshot::read_json_from(newer.as_bytes()) {
         Err(
             e @ Error::Version {
-                found: 5,
-                supported: 4,
+                found: 6,
+                supported: 5,
             },
         ) => {
             assert!(e.to_string().contains("upgrade heapdelta"))

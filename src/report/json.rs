@@ -2,15 +2,21 @@
 //!
 //! ```text
 //! {"heapdelta_format": 1, "kind": "snapshot", "snapshot": {...}}
-//! {"heapdelta_format": 4, "kind": "timeline", "sites": [{"id": 1, "site": {...}}, ...],
+//! {"heapdelta_format": 5, "kind": "timeline",
+//!  "frames": [{"function": ..., "file": ..., "line": ...}, ...],
+//!  "sites": [{"id": 1, "frames": [0, 4, 5], "type_name": ...}, ...],
 //!  "checkpoints": [{..., "classes": [...], "sites": [...]},
 //!                  {..., "classes": {"changed": [...]}, "sites": {"changed": [...]}}, ...]}
 //! ```
 //!
 //! Sites are written with their resolved frames, so a file read back by another process diffs by
-//! call site, not by the writing process's interned ids. A timeline lists each site's frames once,
-//! in `sites`, and its checkpoints name them by id; a checkpoint's site keeps its frames inline
-//! only when another site already holds its id in the table (checkpoints of another run). A
+//! call site, not by the writing process's interned ids. A timeline lists each frame once, in
+//! `frames`, and each site once, in `sites`, as the places of its frames in that list; its
+//! checkpoints name the sites by id. A checkpoint's site keeps its frames inline only when another
+//! site already holds its id in the table (checkpoints of another run). Version 4 timelines, still
+//! read, wrote each site's frames in the site table, `{"id": 1, "site": {"frames": [...], ...}}`,
+//! so the outer frames that call paths share (a runtime's, a thread pool's) were repeated in
+//! each. A
 //! checkpoint of the same run as the one before it lists only the sites whose entries changed since
 //! (`SiteList::changes_since`); reading puts the others back from the checkpoint before
 //! (`SiteList::overlay_on`), sharing their chunks with it; its size classes likewise
@@ -20,7 +26,7 @@
 //! unchanged since version 1 and are still written as such, so older heapdelta releases read them.
 
 use std::collections::btree_map::{BTreeMap, Entry};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::path::Path;
@@ -29,7 +35,7 @@ use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::callsite::{self, Site, SiteId};
+use crate::callsite::{self, Frame, Site, SiteId};
 use crate::diff::Timeline;
 use crate::error::Error;
 use crate::report::write_file;
@@ -40,7 +46,9 @@ use crate::PoolStats;
 
 /// The newest file format version: this build writes timelines in it and reads every version up
 /// to it.
-pub(crate) const FORMAT_VERSION: u64 = 4;
+pub(crate) const FORMAT_VERSION: u64 = 5;
+/// The first version whose timelines list each frame once, in a table of their own.
+const FRAME_TABLE_FORMAT: u64 = 5;
 /// The version snapshot files are written in: their shape has not changed since.
 const SNAPSHOT_FORMAT: u64 = 1;
 
@@ -58,15 +66,38 @@ struct SnapshotFile<'a> {
 struct TimelineFile<'a> {
     heapdelta_format: u64,
     kind: &'static str,
-    sites: &'a [SiteEntry],
+    frames: Vec<&'a Frame>,
+    sites: Vec<SiteRow<'a>>,
     checkpoints: &'a [Snapshot],
 }
 
-/// One call site of a timeline's table.
-#[derive(Serialize, Deserialize)]
+/// One call site of a timeline's table, as `site_table` makes it.
 struct SiteEntry {
     id: SiteId,
     site: Site,
+}
+
+/// One call site of a timeline file's table: the places of its frames in the file's `frames`,
+/// innermost first, and its type when known.
+#[derive(Serialize)]
+struct SiteRow<'a> {
+    id: SiteId,
+    frames: Vec<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    type_name: Option<&'a str>,
+}
+
+/// One call site of a timeline file's table as read: `site`, with its frames, in versions 2 to
+/// 4; `frames`, places in the file's frame table, and `type_name` from version 5 on.
+#[derive(Deserialize)]
+struct TableEntry {
+    id: SiteId,
+    #[serde(default)]
+    site: Option<Site>,
+    #[serde(default)]
+    frames: Option<Vec<u32>>,
+    #[serde(default)]
+    type_name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -77,7 +108,9 @@ struct SnapshotBody {
 #[derive(Deserialize)]
 struct TimelineBody {
     #[serde(default)]
-    sites: Vec<SiteEntry>,
+    frames: Vec<Frame>,
+    #[serde(default)]
+    sites: Vec<TableEntry>,
     #[serde(deserialize_with = "shared_checkpoints")]
     checkpoints: Vec<Snapshot>,
 }
@@ -604,7 +637,12 @@ fn changes_only(mut written: Vec<Snapshot>) -> Vec<Snapshot> {
 /// (see `shared_checkpoints`) share it filled in too.
 fn with_site_table(body: TimelineBody, version: u64) -> Result<Vec<Snapshot>, String> {
     repeated(body.sites.iter().map(|e| e.id), "the site table's site")?;
-    let table: BTreeMap<SiteId, Site> = body.sites.into_iter().map(|e| (e.id, e.site)).collect();
+    let frames = body.frames;
+    let table = body
+        .sites
+        .into_iter()
+        .map(|e| table_site(e, &frames, version))
+        .collect::<Result<BTreeMap<SiteId, Site>, String>>()?;
     let mut checkpoints = body.checkpoints;
     let mut memo = ChunkMemo::new();
     let mut missing = None;
@@ -634,6 +672,59 @@ fn with_site_table(body: TimelineBody, version: u64) -> Result<Vec<Snapshot>, St
         }
     }
     Ok(checkpoints)
+}
+
+/// A site of a timeline file's table with its frames: given whole up to version 4, as places in
+/// the file's frame table (`frames`) from version 5 on; an error when the entry lacks them, or a
+/// place is not in the table.
+fn table_site(e: TableEntry, frames: &[Frame], version: u64) -> Result<(SiteId, Site), String> {
+    let id = e.id;
+    if version < FRAME_TABLE_FORMAT {
+        let site = e
+            .site
+            .ok_or_else(|| format!("site {id} of the site table has no \"site\""))?;
+        return Ok((id, site));
+    }
+    let places = e
+        .frames
+        .ok_or_else(|| format!("site {id} of the site table has no \"frames\""))?;
+    let site_frames = places
+        .iter()
+        .map(|&place| {
+            frames.get(place as usize).cloned().ok_or_else(|| {
+                format!(
+                    "site {id} names frame {place}, and the frame table holds {}",
+                    frames.len()
+                )
+            })
+        })
+        .collect::<Result<Vec<Frame>, String>>()?;
+    Ok((id, Site::with_type(site_frames, e.type_name)))
+}
+
+/// The file's frame table and site rows for `sites`: each distinct frame once, in the order the
+/// sites first name them.
+fn frame_table(sites: &[SiteEntry]) -> (Vec<&Frame>, Vec<SiteRow<'_>>) {
+    let mut frames: Vec<&Frame> = Vec::new();
+    let mut place: HashMap<&Frame, u32> = HashMap::new();
+    let mut rows = Vec::with_capacity(sites.len());
+    for e in sites {
+        let mut row = Vec::with_capacity(e.site.frames().len());
+        for f in e.site.frames() {
+            let at = *place.entry(f).or_insert_with(|| {
+                frames.push(f);
+                // A table of more than 4 billion frames is beyond any file this writes.
+                u32::try_from(frames.len() - 1).unwrap_or(u32::MAX)
+            });
+            row.push(at);
+        }
+        rows.push(SiteRow {
+            id: e.id,
+            frames: row,
+            type_name: e.site.known_type(),
+        });
+    }
+    (frames, rows)
 }
 
 /// `check_snapshot` for each checkpoint. (Their order is not checked: checkpoints taken by two
@@ -751,12 +842,14 @@ impl Timeline {
     /// The JSON file's bytes, made into `w` (in heapdelta's guard).
     pub(crate) fn json_into(&self, w: &mut Vec<u8>) -> io::Result<()> {
         let (sites, resolved) = site_table(&self.checkpoints);
+        let (frames, sites) = frame_table(&sites);
         serde_json::to_writer(
             w,
             &TimelineFile {
                 heapdelta_format: FORMAT_VERSION,
                 kind: TIMELINE,
-                sites: &sites,
+                frames,
+                sites,
                 checkpoints: &resolved,
             },
         )
