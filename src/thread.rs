@@ -81,9 +81,10 @@ struct State {
     tag: Cell<u8>,
     /// The thread's sampling countdown (cells: see `Sampler`).
     sampler: Sampler,
-    /// The thread's capture buffer (used only while `busy` is set): mapped on the thread's first
-    /// capture, so that threads that never capture a call site do not carry its 200 KiB;
-    /// unmapped when the thread exits. Null until then, and after.
+    /// The thread's capture buffer (used only while `busy` is set): taken on the thread's first
+    /// capture (one an exited thread gave back, or a new mapping), so that threads that never
+    /// capture a call site do not carry its 200 KiB; given back when the thread exits (see
+    /// `StackBuffer::free`). Null until then, and after.
     stack: Cell<*mut StackBuffer>,
     /// Whether the thread's destructor (`Owner`) is registered and has not run yet: it frees
     /// `stack`.

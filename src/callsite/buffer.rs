@@ -234,21 +234,27 @@ impl StackBuffer {
     }
 
     /// A buffer for a thread: one an exited thread gave back, emptied of what was its thread's
-    /// own (`forget_thread`), else a new one, mapped (heapdelta runs inside the global allocator,
-    /// which it must not call); null when that fails. Give it back with `free`.
+    /// own (`forget_thread`), else a new one (`map`); null when that fails. Give it back with
+    /// `free`.
     pub(crate) fn allocate() -> *mut StackBuffer {
         let kept = SPARE
             .iter()
             .filter(|place| !place.load(Ordering::Relaxed).is_null())
             .map(|place| place.swap(ptr::null_mut(), Ordering::Acquire))
             .find(|taken| !taken.is_null());
-        if let Some(buffer) = kept {
-            // SAFETY: taken from its place by the swap, so this thread alone has it: a buffer
-            // `free` put there, from `allocate`, which no thread uses any more.
-            unsafe { (*buffer).forget_thread() };
-            LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
-            return buffer;
-        }
+        let Some(buffer) = kept else {
+            return Self::map();
+        };
+        // SAFETY: taken from its place by the swap, so this thread alone has it: a buffer `free`
+        // put there, from `allocate`, which no thread uses any more.
+        unsafe { (*buffer).forget_thread() };
+        LIVE_BUFFERS.fetch_add(1, Ordering::Relaxed);
+        buffer
+    }
+
+    /// A new, empty buffer, mapped (heapdelta runs inside the global allocator, which it must not
+    /// call), or null when that fails.
+    fn map() -> *mut StackBuffer {
         let size = std::mem::size_of::<StackBuffer>();
         // A mapping of its own, whose pages read as zeros and are touched only as entries are
         // first used: `calloc` zeroes a block of reused heap memory in full, 200 KiB for every
@@ -284,8 +290,8 @@ impl StackBuffer {
         buffer
     }
 
-    /// Gives back a buffer from `allocate` (null: nothing to do): kept for another thread when
-    /// a place is free, else unmapped.
+    /// Gives back a buffer from `allocate` (null: nothing to do), its memo of unwinder walks
+    /// freed: kept for another thread when a place is free, else unmapped.
     ///
     /// # Safety
     /// `buffer` must be null or come from `allocate`, and not be used afterwards.
@@ -294,6 +300,15 @@ impl StackBuffer {
             return;
         }
         LIVE_BUFFERS.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract: the buffer is from `allocate` and no longer used, so
+        // this thread alone refers to it; its memo, if any, came from `System` with the memo's
+        // layout (`memo`).
+        unsafe {
+            let memo = std::mem::replace(&mut (*buffer).memo, ptr::null_mut());
+            if !memo.is_null() {
+                System.dealloc(memo.cast(), Layout::new::<Memo>());
+            }
+        }
         let kept = SPARE.iter().any(|place| {
             place
                 .compare_exchange(
@@ -305,24 +320,18 @@ impl StackBuffer {
                 .is_ok()
         });
         if !kept {
-            // SAFETY: the caller's contract: `allocate` mapped it, of the buffer's size, and its
-            // memo, if any, came from `System` with the memo's layout (`memo`).
-            unsafe {
-                let memo = (*buffer).memo;
-                if !memo.is_null() {
-                    System.dealloc(memo.cast(), Layout::new::<Memo>());
-                }
-                libc::munmap(buffer.cast(), std::mem::size_of::<StackBuffer>());
-            }
+            // SAFETY: the caller's contract: `allocate` mapped it, of the buffer's size.
+            unsafe { libc::munmap(buffer.cast(), std::mem::size_of::<StackBuffer>()) };
         }
     }
 
     /// Empties a buffer another thread used of what held only there: the frame records its walks
-    /// read, which lie in that thread's stack (no entry is replayable, nor is any guess kept), its
-    /// counters in that thread's slot, and its memo of unwinder walks (freed). The stacks and
-    /// their site ids stay: they are the same in every thread (return addresses, and ids from the
-    /// shared table), and a thread running the code its predecessor ran finds its stacks there.
-    /// Touches only the entries in use, whose pages the thread before touched.
+    /// read, which lie in that thread's stack (no entry is replayable, nor is any guess kept), and
+    /// its counters in that thread's slot (its memo of unwinder walks, which held addresses in
+    /// that stack too, was freed when the buffer was given back). The stacks and their site ids
+    /// stay: they are the same in every thread (return addresses, and ids from the shared
+    /// table), and a thread running the code its predecessor ran finds its stacks there. Touches
+    /// only the entries in use, whose pages the thread before touched.
     fn forget_thread(&mut self) {
         for (set, tags) in self.tags.iter().enumerate() {
             for (way, &tag) in tags.iter().enumerate() {
@@ -337,12 +346,6 @@ impl StackBuffer {
         self.current = RECENT;
         self.after = [RECENT; RECENT];
         self.guess = [RECENT; RECENT];
-        let memo = std::mem::replace(&mut self.memo, ptr::null_mut());
-        if !memo.is_null() {
-            // SAFETY: the buffer's memo came from `System` with the memo's layout (`memo`), and
-            // nothing else refers to it.
-            unsafe { System.dealloc(memo.cast(), Layout::new::<Memo>()) };
-        }
     }
 
     /// Captures the calling thread's stack (at most `depth` frames) from `start`, the value of
@@ -629,10 +632,10 @@ mod tests {
     }
 
     #[test]
-    fn a_buffer_from_the_system_allocator_starts_as_an_empty_one() {
+    fn a_new_mapping_of_a_buffer_starts_as_an_empty_one() {
         let empty = StackBuffer::new();
-        let buffer = StackBuffer::allocate();
-        // SAFETY: a buffer from `allocate`, read here and freed once.
+        let buffer = StackBuffer::map();
+        // SAFETY: a buffer from `map`, as `allocate` gives, read here and freed once.
         let fresh = unsafe { &*buffer };
         assert_eq!(
             (fresh.next, fresh.current, fresh.after, fresh.guess),
@@ -642,7 +645,7 @@ mod tests {
             .recent
             .iter()
             .all(|r| r.id == 0 && r.replay_depth == 0));
-        // SAFETY: from `allocate`, not used afterwards.
+        // SAFETY: from `map`, as `allocate` gives, not used afterwards.
         unsafe { StackBuffer::free(buffer) };
     }
 

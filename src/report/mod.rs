@@ -201,28 +201,54 @@ pub(crate) fn replace_file(
 }
 
 /// The file a symbolic link at `path` names, to be replaced in its place (`None` when `path` is
-/// not a link). A link to no file yet names the file a write through it would make. Not a link
-/// that passes through the process's descriptors (`/dev/stdout` → `/proc/self/fd/1`) or
-/// anything else under `/dev` or `/proc`: the file a shell redirected them to must not be
-/// replaced by another under its name. `None` too for a chain of links too long to follow, which
-/// the write then meets as the system's error.
+/// not a link). A link to no file yet names the file a write through it would make. `None` too
+/// (the write then goes through the link, as a plain `open` would) for:
+/// - a link in `/dev` or `/proc` or leading there, wherever the directories on the way lead (a
+///   review: `d/../../proc/self/fd/1`, or `fds/1` with `fds` a link to `/proc/self/fd`):
+///   `/dev/stdout` → `/proc/self/fd/1` names the file a shell redirected the output to, which must
+///   not be replaced by another under its name, or a pipe;
+/// - a link the kernel's `protected_symlinks` would not follow for this process: in a sticky
+///   directory that others may write (`/tmp`), owned neither by us nor by the directory's owner
+///   (a review: another user's link `/tmp/report.json` → `~/.bashrc` had it replaced);
+/// - a chain of links too long to follow, which the write then meets as the system's error.
 pub(crate) fn link_target(path: &Path) -> Option<PathBuf> {
     /// Links followed at most, as Linux does (`ELOOP` past 40).
     const MAX_LINKS: usize = 40;
-    let special = |p: &Path| p.starts_with("/dev") || p.starts_with("/proc");
     let mut at = path.to_path_buf();
     for followed in 0..=MAX_LINKS {
-        let linked = std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink());
-        if special(&at) || (linked && followed == MAX_LINKS) {
+        // Where the name really is: its directory with every link on the way resolved.
+        let real_dir = std::fs::canonicalize(directory_of(&at)).ok();
+        let special = |dir: &Path| dir.starts_with("/dev") || dir.starts_with("/proc");
+        if real_dir.as_deref().is_some_and(special) {
             return None;
         }
-        if !linked {
+        let link = std::fs::symlink_metadata(&at)
+            .ok()
+            .filter(|m| m.file_type().is_symlink());
+        let Some(link) = link else {
             return (followed > 0).then_some(at);
+        };
+        if followed == MAX_LINKS || !may_follow(&link, real_dir.as_deref()?) {
+            return None;
         }
-        let next = directory_of(&at).join(std::fs::read_link(&at).ok()?);
+        let next = real_dir?.join(std::fs::read_link(&at).ok()?);
         at = next;
     }
     None
+}
+
+/// Whether the kernel's `protected_symlinks` rule lets this process follow a link (`link`, its
+/// metadata) in `dir`: always, unless `dir` is sticky and others may write it; then only a link
+/// of ours or of the directory's owner.
+fn may_follow(link: &std::fs::Metadata, dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(d) = std::fs::metadata(dir) else {
+        return false;
+    };
+    let sticky_and_open = d.mode() & 0o1002 == 0o1002;
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    !sticky_and_open || link.uid() == me || link.uid() == d.uid()
 }
 
 /// The directory `path` names a file in (`.` for a bare name).
@@ -493,6 +519,50 @@ mod tests {
         assert_eq!(link_target(&direct), None);
         assert_eq!(link_target(&chained), None);
         assert_eq!(link_target(Path::new("/dev/stdout")), None);
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_link_that_climbs_into_proc_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("out");
+        // More `..` than the temporary directory is deep: the root's `..` is the root.
+        let climb = format!("{}proc/self/fd/1", "../".repeat(64));
+        std::os::unix::fs::symlink(climb, &link).unwrap();
+        assert_eq!(link_target(&link), None);
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_link_in_a_directory_that_leads_into_proc_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let fds = dir.path().join("fds");
+        std::os::unix::fs::symlink("/proc/self/fd", &fds).unwrap();
+        assert_eq!(link_target(&fds.join("1")), None);
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn another_users_link_in_a_sticky_directory_open_to_all_is_not_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("tmp");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let mine = dir.path().join("mine.json");
+        std::fs::write(&mine, "mine").unwrap();
+        let link = shared.join("report.json");
+        std::os::unix::fs::symlink(&mine, &link).unwrap();
+        // Ours: followed, as the kernel would.
+        assert_eq!(link_target(&link), Some(mine.clone()));
+        // Another user's (only root can give it away; others check the half above).
+        if std::os::unix::fs::lchown(&link, Some(12345), None).is_err() {
+            return;
+        }
+        assert_eq!(link_target(&link), None);
+        // And in a directory that is not sticky, followed.
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(link_target(&link), Some(mine));
     }
 
     #[test]

@@ -468,8 +468,10 @@ impl Display for Delta {
                 lines.push(format!("   … and {}", unlisted.join(", ")));
             }
             // Only for `measure` (no process totals): a loop's steps that freed what they
-            // allocated would each list the same churn.
-            if !listed && self.after.is_none() {
+            // allocated would each list the same churn. Only for exact sites: sampled ones say
+            // so above, and their counts are estimates.
+            let none_changed = by_leaf.iter().all(|s| s.live_bytes == 0);
+            if none_changed && self.after.is_none() && self.sampled_mean.is_none() {
                 lines.extend(busiest_lines(&by_leaf));
             }
             lines.extend(unaccounted_line(self, &by_leaf));

@@ -140,6 +140,24 @@ fn a_measure_with_a_site_that_grew_lists_it_and_not_the_busiest() {
 }
 
 #[test]
+fn a_measure_whose_only_change_is_a_fall_it_did_not_list_names_no_busiest() {
+    // The sites' total is not the window's (here no size class changed, as when some blocks
+    // have no site): a crumb freed while the rest churned is counted as a site that fell, and
+    // no site is said to be unchanged (a review).
+    let step = step_with_sites(&[("churn", 1000, 1000), ("crumb", 0, 1)]);
+    let text = step.thread_only().to_string();
+    assert!(!text.contains("allocated most"), "{text}");
+}
+
+#[test]
+fn a_sampled_measure_names_no_busiest() {
+    let mut step = step_with_sites(&[("parse", 1000, 1000)]).thread_only();
+    step.sampled_mean = Some(1024);
+    let text = step.to_string();
+    assert!(!text.contains("allocated most"), "{text}");
+}
+
+#[test]
 fn a_step_between_checkpoints_that_freed_all_it_allocated_lists_no_sites() {
     // A loop's steps would each list the same churn (the training example's `--fixed` run).
     let text = step_with_sites(&[("parse", 1000, 1000)]).to_string();
