@@ -408,6 +408,11 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
 /// older one is freed adds up to no change. To check that nothing `f` allocated stayed live,
 /// check each site, as the example below does.
 ///
+/// Besides what is left at the end, the delta tells the most the thread's live bytes rose while
+/// `f` ran ([`Delta::peak_added_bytes`], dhat's `max_bytes` for one window). While `f` runs, each
+/// new high of the thread's live bytes takes heapdelta's out-of-line path, so a loop that only
+/// grows runs slower inside `measure` than outside.
+///
 /// The delta has no process totals ([`Delta::totals`] is `None`) and no survivors. Without a
 /// [`Tracker`](crate::Tracker) installed, `f` still runs, the delta is all zeros, and a hint says
 /// so once on stderr, as the other queries do (a test file whose binary lacks the
@@ -461,10 +466,15 @@ thread sharing them\n",
         })
     };
     let before = read();
+    // Closed when dropped, also if `f` panics.
+    let window = thread::open_window();
     let r = f();
+    let peak = window.as_ref().map(thread::Window::peak);
+    drop(window);
     let after = read();
     let mut delta = thread::untracked(|| Delta::between(&before, &after).thread_only());
     delta.shared = shared;
+    delta.peak_added = peak;
     (r, delta)
 }
 

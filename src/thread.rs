@@ -79,6 +79,14 @@ struct State {
     /// path's one compare, `bytes > fast_floor`, which no value passes while `fast` is closed.
     fast_floor: Cell<i64>,
     tag: Cell<u8>,
+    /// The bytes and blocks the thread has folded into the global figure so far (`flush`): with
+    /// its pending change, its running change of the live heap, which `measure` windows follow.
+    folded_here: Cell<(i64, i64)>,
+    /// The highest running change (bytes, and blocks then) since the innermost open `measure`
+    /// window began (see `Window`); `i64::MAX` bytes while none is open. While one is, `limit` is
+    /// kept at most the pending bytes at which the running change would pass it, so that every
+    /// new high of the window leaves the inlined paths and is noted (`note_window`).
+    window_high: Cell<(i64, i64)>,
     /// The thread's sampling countdown (cells: see `Sampler`).
     sampler: Sampler,
     /// The thread's capture buffer (used only while `busy` is set): taken on the thread's first
@@ -110,6 +118,8 @@ thread_local! {
             fast_limit: Cell::new(i64::MIN),
             fast_floor: Cell::new(i64::MAX),
             tag: Cell::new(0),
+            folded_here: Cell::new((0, 0)),
+            window_high: Cell::new((i64::MAX, 0)),
             sampler: Sampler::new(0),
             stack: Cell::new(ptr::null_mut()),
             owned: Cell::new(false),
@@ -242,8 +252,10 @@ impl State {
         (bytes < self.high_ceiling.get()).then_some(true)
     }
 
-    /// Sets `limit` as the global peak gives it, and `high_ceiling` from it.
+    /// Sets `limit` as the global peak gives it (at most where an open `measure` window would
+    /// reach a new high), and `high_ceiling` from it.
     fn set_limit(&self, limit: i64) {
+        let limit = limit.min(self.window_limit());
         self.limit.set(limit);
         self.high_ceiling
             .set(limit.saturating_add(HIGH_SLACK).min(stats::FLUSH_BYTES));
@@ -252,6 +264,7 @@ impl State {
     /// Keeps the thread's new high (its pending change, after the block that made it was
     /// counted) to publish later.
     fn note_high(&self) {
+        self.note_window();
         let (bytes, blocks) = stats::folded();
         self.high_view.set((
             bytes.wrapping_add(self.pending_bytes.get()),
@@ -299,19 +312,122 @@ impl State {
         Some((unsafe { &*slot }, bytes))
     }
 
-    /// Runs `f` on the thread's pending change, its high published first.
+    /// Runs `f` on the thread's pending change, its high published first; what `f` folds into
+    /// the global figure is added to `folded_here`.
     fn with_pending(&self, f: impl FnOnce(&mut Pending)) {
+        self.note_window();
         self.publish_high();
+        let before = (self.pending_bytes.get(), self.pending_blocks.get());
         let mut p = Pending {
-            bytes: self.pending_bytes.get(),
-            blocks: self.pending_blocks.get(),
+            bytes: before.0,
+            blocks: before.1,
             limit: self.limit.get(),
         };
         f(&mut p);
+        let (bytes, blocks) = self.folded_here.get();
+        self.folded_here.set((
+            bytes.wrapping_add(before.0.wrapping_sub(p.bytes)),
+            blocks.wrapping_add(before.1.wrapping_sub(p.blocks)),
+        ));
         self.pending_bytes.set(p.bytes);
         self.pending_blocks.set(p.blocks);
         self.set_limit(p.limit);
         self.sync_fast_bounds();
+    }
+}
+
+/// `measure`'s windows: the thread's running change of the live heap, and its high.
+impl State {
+    /// The bytes and blocks the thread has added to the live heap since it started (what it
+    /// folded, and its pending change).
+    fn running(&self) -> (i64, i64) {
+        let (bytes, blocks) = self.folded_here.get();
+        (
+            bytes.wrapping_add(self.pending_bytes.get()),
+            blocks.wrapping_add(self.pending_blocks.get()),
+        )
+    }
+
+    /// Raises the open window's high to the running change, if above it (nothing while no window
+    /// is open: its high is `i64::MAX`).
+    fn note_window(&self) {
+        let now = self.running();
+        if now.0 > self.window_high.get().0 {
+            self.window_high.set(now);
+        }
+    }
+
+    /// The pending bytes above which the running change passes the open window's high
+    /// (`i64::MAX`, or near it, while none is open).
+    fn window_limit(&self) -> i64 {
+        self.window_high
+            .get()
+            .0
+            .saturating_sub(self.folded_here.get().0)
+    }
+
+    /// Sets `limit` again from the global peak and the open window, if any.
+    fn relimit(&self) {
+        self.publish_high();
+        self.set_limit(stats::limit_over(stats::folded().0));
+        self.sync_fast_bounds();
+    }
+}
+
+/// A `measure` window open on the calling thread (`open_window`): it follows the highest the
+/// thread's running change of the live heap reaches until it is dropped, which closes it (also
+/// when the measured code panics). Windows nest: an inner one's highs count in the outer one.
+pub struct Window {
+    /// The running change when the window opened.
+    start: (i64, i64),
+    /// The enclosing window's high (`i64::MAX` bytes: none).
+    outer: (i64, i64),
+}
+
+/// Opens a `measure` window on the calling thread; `None` when the thread's state is gone.
+pub fn open_window() -> Option<Window> {
+    STATE
+        .try_with(|st| {
+            st.note_window();
+            let start = st.running();
+            let outer = st.window_high.replace(start);
+            st.relimit();
+            Window { start, outer }
+        })
+        .ok()
+}
+
+impl Window {
+    /// The most the thread's live bytes rose above where they were when the window opened, and
+    /// its live blocks then (against the start); zeros when the thread's state is gone.
+    pub fn peak(&self) -> (u64, i64) {
+        STATE
+            .try_with(|st| {
+                st.note_window();
+                let (bytes, blocks) = st.window_high.get();
+                (
+                    bytes.wrapping_sub(self.start.0).max(0) as u64,
+                    blocks.wrapping_sub(self.start.1),
+                )
+            })
+            .unwrap_or((0, 0))
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        let _ = STATE.try_with(|st| {
+            st.note_window();
+            let inner = st.window_high.get();
+            // The enclosing window saw this one's highs too.
+            let high = match self.outer.0 {
+                i64::MAX => self.outer,
+                outer if inner.0 > outer => inner,
+                _ => self.outer,
+            };
+            st.window_high.set(high);
+            st.relimit();
+        });
     }
 }
 

@@ -267,6 +267,9 @@ pub struct Delta {
     /// Whether this `measure` delta was counted in counters the thread shares with others (see
     /// `Delta::counts_other_threads`).
     pub(crate) shared: bool,
+    /// For a `measure` delta: the most the thread's live bytes rose above their start in the
+    /// window, and its live blocks then (see `Delta::peak_added_bytes`).
+    pub(crate) peak_added: Option<(u64, i64)>,
 }
 
 /// Whether `b` closes a window that `a` opens: both of one run, `b` taken after `a` (a later or
@@ -422,6 +425,7 @@ impl Delta {
             names_start: is_window
                 && (b.epoch.saturating_sub(a.epoch) > 1 || a.by_clock != b.by_clock),
             shared: false,
+            peak_added: None,
         }
     }
 
@@ -481,6 +485,48 @@ impl Delta {
     /// ```
     pub fn live_blocks(&self) -> i64 {
         live_change(&self.window).1
+    }
+
+    /// For a [`measure`](crate::measure) delta, the most the calling thread's live bytes rose
+    /// above where they were when the measured code began, at any moment while it ran, as
+    /// dhat's `max_bytes` tells for a whole run (`None` for other deltas). A cache that must
+    /// never hold more than a bound, or a step whose temporaries must stay small, is checked on
+    /// it; [`live_bytes`](Delta::live_bytes) is only what is left at the end. It counts the
+    /// thread's events as `measure` does, so it can fall short of the heap's own peak when the
+    /// thread frees blocks other threads allocated.
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
+    /// let ((), d) = heapdelta::measure(|| {
+    ///     let scratch = vec![0u8; 64 * 1024];
+    ///     drop(std::hint::black_box(scratch));
+    /// });
+    /// assert_eq!(d.live_bytes(), 0);
+    /// assert_eq!(d.peak_added_bytes(), Some(64 * 1024));
+    /// # }
+    /// ```
+    pub fn peak_added_bytes(&self) -> Option<u64> {
+        self.peak_added.map(|(bytes, _)| bytes)
+    }
+
+    /// For a [`measure`](crate::measure) delta, the change in the thread's live blocks at the
+    /// moment of [`peak_added_bytes`](Delta::peak_added_bytes) (`None` for other deltas).
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static GLOBAL: heapdelta::Tracker = heapdelta::Tracker::new();
+    /// # fn main() {
+    /// let ((), d) = heapdelta::measure(|| {
+    ///     let parts: Vec<Box<[u8; 64]>> = (0..10).map(|_| Box::new([0; 64])).collect();
+    ///     drop(std::hint::black_box(parts));
+    /// });
+    /// assert_eq!(d.peak_added_blocks(), Some(11)); // ten boxes and the vector
+    /// # }
+    /// ```
+    pub fn peak_added_blocks(&self) -> Option<i64> {
+        self.peak_added.map(|(_, blocks)| blocks)
     }
 
     /// Bytes allocated in the window (whether freed since or not); 0 in a

@@ -24,8 +24,9 @@ impl Delta {
     /// [`Pool`](crate::Pool), the pool's reserved bytes follow, and the bytes of its large blocks
     /// (those it passes to its inner allocator) when it has any. A window of several steps is
     /// named `| from → to |`, as is a step that starts at a checkpoint of the clock's
-    /// (`HEAPDELTA=every=`) and ends at one of the program's, or the other way round. A [`measure`](crate::measure) delta, which has no process totals,
-    /// shows the thread's growth and what it allocated instead.
+    /// (`HEAPDELTA=every=`) and ends at one of the program's, or the other way round. A
+    /// [`measure`](crate::measure) delta, which has no process totals, shows the thread's growth,
+    /// the most it rose while the closure ran, and what it allocated instead.
     ///
     /// ```
     /// # #[global_allocator]
@@ -37,7 +38,7 @@ impl Delta {
     /// let (v, d) = heapdelta::measure(|| vec![0u8; 4096]);
     /// assert_eq!(
     ///     d.summary(),
-    ///     "| measure | added +4.0 KiB | blocks +1 | allocated 4.0 KiB in 1 block |"
+    ///     "| measure | added +4.0 KiB | peak +4.0 KiB | blocks +1 | allocated 4.0 KiB in 1 block |"
     /// );
     /// # drop(v);
     /// # }
@@ -77,9 +78,12 @@ impl Delta {
                     }
                 }
                 None => {
+                    s += &format!(" added {} |", signed_bytes(self.live_bytes()));
+                    if let Some(peak) = self.peak_added_bytes() {
+                        s += &format!(" peak +{} |", bytes(peak));
+                    }
                     s += &format!(
-                        " added {} | blocks {} | allocated {} in {} |",
-                        signed_bytes(self.live_bytes()),
+                        " blocks {} | allocated {} in {} |",
                         signed(self.live_blocks()),
                         bytes(self.allocated_bytes()),
                         count(self.allocated_blocks(), "block")
