@@ -680,14 +680,20 @@ fn with_site_table(body: TimelineBody, version: u64) -> Result<Vec<Snapshot>, St
 fn table_site(e: TableEntry, frames: &[Frame], version: u64) -> Result<(SiteId, Site), String> {
     let id = e.id;
     if version < FRAME_TABLE_FORMAT {
-        let site = e
-            .site
-            .ok_or_else(|| format!("site {id} of the site table has no \"site\""))?;
+        let site = e.site.ok_or_else(|| {
+            format!(
+                "site {id} of the site table has no \"site\" (format {version} gives each \
+                 site its frames there; format {FRAME_TABLE_FORMAT} on, places in \"frames\")"
+            )
+        })?;
         return Ok((id, site));
     }
-    let places = e
-        .frames
-        .ok_or_else(|| format!("site {id} of the site table has no \"frames\""))?;
+    let places = e.frames.ok_or_else(|| {
+        format!(
+            "site {id} of the site table has no \"frames\" (format {version} gives each site \
+             the places of its frames in the file's \"frames\" table)"
+        )
+    })?;
     let site_frames = places
         .iter()
         .map(|&place| {
