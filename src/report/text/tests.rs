@@ -757,6 +757,36 @@ fn a_last_checkpoint_of_a_kind_too_few_for_two_steps_leaves_the_steps_to_the_oth
 }
 
 #[test]
+fn a_few_ticks_of_the_clock_among_many_of_the_programs_checkpoints_leave_the_steps_to_the_program()
+{
+    // A user trial's file, rewritten while the program ran (`rewrite=on`), ends at a tick: three
+    // ticks so far, among twelve of the program's checkpoints.
+    let mut points = Vec::new();
+    for step in 0..12 {
+        points.push((10 * step, false));
+        if step % 4 == 3 {
+            points.push((10 * step, true));
+        }
+    }
+    assert_eq!(
+        growing_lines(&points).0,
+        "growing at every step (last 5 steps, between the program's checkpoints):"
+    );
+}
+
+#[test]
+fn a_few_ticks_of_the_clock_after_the_programs_phase_keep_the_steps_to_the_clock() {
+    // As in the phase case above, with the clock's phase still short: the program took none of
+    // its checkpoints between the latest ticks.
+    let mut points: Vec<(u64, bool)> = (0..8).map(|_| (5, false)).collect();
+    points.extend((1..=4).map(|s| (5 + 10 * s, true)));
+    assert_eq!(
+        growing_lines(&points).0,
+        "growing at every step (last 3 steps, between the clock's checkpoints (every=)):"
+    );
+}
+
+#[test]
 fn no_growth_between_one_kinds_checkpoints_names_the_kind() {
     let mut points: Vec<(u64, bool)> = (0..4).map(|_| (5, false)).collect();
     points.extend((0..4).map(|_| (5, true)));
