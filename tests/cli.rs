@@ -817,6 +817,19 @@ fn plot_of_a_snapshot_file_says_it_needs_a_timeline() {
 }
 
 #[test]
+fn plot_of_a_timeline_without_checkpoints_names_the_file_it_read() {
+    let dir = demo("empty_plot");
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, common::timeline_file_of(Vec::new())).unwrap();
+    let out = dir.join("x.svg");
+    let run = heapdelta(["plot", arg(&empty), "-o", arg(&out)]);
+    assert_one_line_failure(&run, 1, "nothing to plot");
+    let named = format!("heapdelta: {}: nothing to plot", empty.display());
+    assert!(run.stderr.starts_with(&named), "{}", run.stderr);
+    assert!(!out.exists());
+}
+
+#[test]
 fn an_unknown_checkpoint_label_lists_the_known_ones() {
     let dir = demo("bad_label");
     let timeline = dir.join("timeline.json");

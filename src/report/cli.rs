@@ -150,6 +150,16 @@ fn fail(path: &Path, e: impl std::fmt::Display) -> Failure {
     Failure(format!("{}: {e}", path.display()))
 }
 
+/// A failure to write a picture of `path` to `output`: named after `path` when there was nothing
+/// to draw (the writers say so as `InvalidInput`), after `output` otherwise (a user trial read
+/// `o.svg: nothing to plot` as a problem of the output).
+fn drawing_failed(path: &Path, output: &Path, e: std::io::Error) -> Failure {
+    match e.kind() {
+        std::io::ErrorKind::InvalidInput => fail(path, e),
+        _ => fail(output, e),
+    }
+}
+
 /// Runs the command line `args` (the program name first), printing to stdout and stderr, and
 /// returns the exit code: success, 1 when the command failed (a file that cannot be read or
 /// written, an unknown label), 2 for a usage error. `--help` and `--version` succeed.
@@ -513,7 +523,7 @@ fn flamegraph(path: &Path, output: &Path, window: &Window, folded: bool) -> Outc
         if output.as_os_str() == "-" && !folded.is_empty() {
             return print_out(&folded);
         }
-        write_folded(output, &folded).map_err(|e| fail(output, e))
+        write_folded(output, &folded).map_err(|e| drawing_failed(path, output, e))
     };
     let written = match (selection, folded) {
         (Selection::Live(s), true) => return stacks(s.folded()),
@@ -521,7 +531,7 @@ fn flamegraph(path: &Path, output: &Path, window: &Window, folded: bool) -> Outc
         (Selection::Live(s), false) => s.write_flamegraph(output),
         (Selection::Growth(d), false) => d.write_flamegraph(output),
     };
-    written.map_err(|e| fail(output, e))
+    written.map_err(|e| drawing_failed(path, output, e))
 }
 
 /// Writes folded stacks to `output`; none at all is an error, as for the SVG.
@@ -537,7 +547,9 @@ fn write_folded(output: &Path, folded: &str) -> std::io::Result<()> {
 
 fn plot(path: &Path, output: &Path) -> Outcome {
     let timeline = read_timeline(path, "plot needs a timeline file, and this is a snapshot")?;
-    timeline.write_plot(output).map_err(|e| fail(output, e))
+    timeline
+        .write_plot(output)
+        .map_err(|e| drawing_failed(path, output, e))
 }
 
 fn export(format: Format, path: &Path, output: &Path, window: &Window) -> Outcome {

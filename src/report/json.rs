@@ -136,9 +136,9 @@ fn shared_checkpoints<'de, D: Deserializer<'de>>(
                     match checkpoints.last() {
                         Some(prev) if changes_only && prev.run != s.run => {
                             return Err(de::Error::custom(format_args!(
-                                "checkpoint {} lists only the {what} that changed since the \
-                                 one before, which is of another run",
-                                checkpoints.len() + 1
+                                "{} lists only the {what} that changed since the one before, \
+                                 which is of another run",
+                                checkpoint_named(checkpoints.len(), &s)
                             )))
                         }
                         None if changes_only => {
@@ -154,7 +154,8 @@ fn shared_checkpoints<'de, D: Deserializer<'de>>(
                 // each hold one more, the whole timeline quadratic in them (a review: 1.29 GB
                 // for a 4 MB file), before any check.
                 check_classes(&s.classes).map_err(|e| {
-                    de::Error::custom(format_args!("checkpoint {}: {e}", checkpoints.len() + 1))
+                    let named = checkpoint_named(checkpoints.len(), &s);
+                    de::Error::custom(format_args!("{named}: {e}"))
                 })?;
                 if let Some(prev) = checkpoints.last() {
                     if s.sites.is_changes_only() {
@@ -666,8 +667,8 @@ fn with_site_table(body: TimelineBody, version: u64) -> Result<Vec<Snapshot>, St
         });
         if let (Some(id), 2..) = (missing, version) {
             return Err(format!(
-                "checkpoint {}: site {id} has no frames and is not in the site table",
-                i + 1
+                "{}: site {id} has no frames and is not in the site table",
+                checkpoint_named(i, s)
             ));
         }
     }
@@ -737,9 +738,18 @@ fn frame_table(sites: &[SiteEntry]) -> (Vec<&Frame>, Vec<SiteRow<'_>>) {
 /// threads at once can be recorded in either order, with counters read a moment apart.)
 fn check_timeline(checkpoints: &[Snapshot]) -> Result<(), String> {
     for (i, s) in checkpoints.iter().enumerate() {
-        check_snapshot(s).map_err(|e| format!("checkpoint {}: {e}", i + 1))?;
+        check_snapshot(s).map_err(|e| format!("{}: {e}", checkpoint_named(i, s)))?;
     }
     Ok(())
+}
+
+/// How an error names the checkpoint at `index` of a file: counted from 1, with its label when it
+/// has one (`checkpoint 6 ("step 5")`), so that it can be found in the file and in reports.
+fn checkpoint_named(index: usize, s: &Snapshot) -> String {
+    match &s.label {
+        Some(label) => format!("checkpoint {} ({label:?})", index + 1),
+        None => format!("checkpoint {}", index + 1),
+    }
 }
 
 impl Snapshot {
@@ -1251,7 +1261,7 @@ mod tests {
         let text = format!(r#"{head}"sites":5{tail}"#);
         let err = timeline_error(&text);
         assert!(
-            err.contains("checkpoint 2: 1000001 B is not a size class"),
+            err.contains(r#"checkpoint 2 ("a"): 1000001 B is not a size class"#),
             "{err}"
         );
     }
@@ -1449,7 +1459,8 @@ mod tests {
         v["checkpoints"][1]["totals"]["peak_bytes"] = Value::from(0);
         let e = read_value(&v).unwrap_err();
         assert!(
-            matches!(&e, Error::Format(m) if m.starts_with("checkpoint 2: inconsistent totals")),
+            matches!(&e, Error::Format(m)
+                if m.starts_with(r#"checkpoint 2 ("step 1"): inconsistent totals"#)),
             "{e}"
         );
     }
