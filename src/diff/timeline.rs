@@ -496,10 +496,13 @@ fn growing_over(ends: &[&Snapshot], k: usize, n: usize) -> Vec<Growth> {
 /// the next to the clock leaks, if it does, in the clock's steps (a review: following whichever
 /// kind took more looked at the old phase alone). Unless that kind has too few step ends for two
 /// steps and the other has enough: a program's last `done` after a run of the clock's. Or unless
-/// that kind has too few for the whole window, and the other has enough and is still taking
-/// them, between the last kind's two latest: a file `rewrite=on` wrote while the program ran ends
-/// at a tick of the clock, and early on holds a few ticks among many of the program's
-/// checkpoints (a user trial: growth judged on 2 of the clock's steps among 36 of the program's).
+/// that kind has too few for the whole window, and the other took a whole window's worth
+/// between the last kind's two latest: a file `rewrite=on` wrote while the program ran ends at a
+/// tick of the clock, and early on holds a few ticks, each after many of the program's
+/// checkpoints (a user trial: growth judged on 2 of the clock's steps among 36 of the
+/// program's). One or a few of the other kind in between are not enough (a review: a program's
+/// `done` between two ticks of a leaking phase, or ticks inside each of a program's batches,
+/// then took the detector to steps where nothing grew).
 fn steps_of(ends: &[Snapshot]) -> Option<bool> {
     let by_clock = ends.iter().filter(|s| s.by_clock).count();
     let by_program = ends.len() - by_clock;
@@ -519,14 +522,15 @@ fn steps_of(ends: &[Snapshot]) -> Option<bool> {
         .iter()
         .rposition(|s| s.by_clock == last)
         .map_or(before, |i| &before[i + 1..]);
-    let other_still_taken = since_my_previous.iter().any(|s| s.by_clock != last);
     let whole_window = GROWTH_WINDOW + 1;
-    Some(
-        match mine < whole_window && other >= whole_window && other_still_taken {
-            true => !last,
-            false => last,
-        },
-    )
+    let other_since = since_my_previous
+        .iter()
+        .filter(|s| s.by_clock != last)
+        .count();
+    Some(match mine < whole_window && other_since >= whole_window {
+        true => !last,
+        false => last,
+    })
 }
 
 /// How many checkpoints were taken between `a` and the later `b` and are in neither: none unless

@@ -760,11 +760,11 @@ fn a_last_checkpoint_of_a_kind_too_few_for_two_steps_leaves_the_steps_to_the_oth
 fn a_few_ticks_of_the_clock_among_many_of_the_programs_checkpoints_leave_the_steps_to_the_program()
 {
     // A user trial's file, rewritten while the program ran (`rewrite=on`), ends at a tick: three
-    // ticks so far, among twelve of the program's checkpoints.
+    // ticks so far, each after six of the program's checkpoints.
     let mut points = Vec::new();
-    for step in 0..12 {
+    for step in 0..18 {
         points.push((10 * step, false));
-        if step % 4 == 3 {
+        if step % 6 == 5 {
             points.push((10 * step, true));
         }
     }
@@ -784,6 +784,44 @@ fn a_few_ticks_of_the_clock_after_the_programs_phase_keep_the_steps_to_the_clock
         growing_lines(&points).0,
         "growing at every step (last 3 steps, between the clock's checkpoints (every=)):"
     );
+}
+
+#[test]
+fn a_programs_done_between_the_last_ticks_of_a_leaking_phase_keeps_the_steps_to_the_clock() {
+    // A review: eight of the program's checkpoints on a flat heap, then ticks while it leaked,
+    // its `done` between the last two.
+    let mut points: Vec<(u64, bool)> = (0..8).map(|_| (5, false)).collect();
+    points.extend([
+        (15, true),
+        (25, true),
+        (35, true),
+        (45, true),
+        (50, false),
+        (55, true),
+    ]);
+    let (first, second) = growing_lines(&points);
+    assert_eq!(
+        first,
+        "growing at every step (last 4 steps, between the clock's checkpoints (every=)):"
+    );
+    assert!(second.contains("leak"), "{second}");
+}
+
+#[test]
+fn ticks_inside_each_of_a_few_batches_keep_the_steps_to_the_program() {
+    // A review: four batches, each ended by the program's checkpoint, with four ticks inside
+    // each while the heap held still; the batches leaked.
+    let mut points = Vec::new();
+    for batch in 0..4 {
+        points.extend((0..4).map(|_| (10 * batch, true)));
+        points.push((10 * (batch + 1), false));
+    }
+    let (first, second) = growing_lines(&points);
+    assert_eq!(
+        first,
+        "growing at every step (last 3 steps, between the program's checkpoints):"
+    );
+    assert!(second.contains("leak"), "{second}");
 }
 
 #[test]
