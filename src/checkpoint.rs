@@ -440,12 +440,11 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, Delta) {
     hint_if_not_installed();
     let Some(slot) = stats::any_claimed().then(thread::own_slot).flatten() else {
         let r = f();
-        return (
-            r,
-            thread::untracked(|| {
-                Delta::between(&Snapshot::zero(), &Snapshot::zero()).thread_only()
-            }),
-        );
+        let mut zero = thread::untracked(|| {
+            Delta::between(&Snapshot::zero(), &Snapshot::zero()).thread_only()
+        });
+        zero.peak_added = Some((0, 0));
+        return (r, zero);
     };
     let shared = stats::is_shared(slot);
     if shared {

@@ -21,6 +21,7 @@ fn the_child() {
     } else if std::env::var_os(CHILD).is_some_and(|v| v == "measure") {
         let (kept, d) = heapdelta::measure(|| vec![0u8; 4096]);
         assert_eq!(d.allocated_blocks(), 0);
+        assert_eq!(d.peak_added_bytes(), Some(0));
         drop(kept);
     } else if std::env::var_os(CHILD).is_some() {
         for step in 1..=2 {

@@ -493,7 +493,10 @@ impl Delta {
     /// never hold more than a bound, or a step whose temporaries must stay small, is checked on
     /// it; [`live_bytes`](Delta::live_bytes) is only what is left at the end. It counts the
     /// thread's events as `measure` does, so it can fall short of the heap's own peak when the
-    /// thread frees blocks other threads allocated.
+    /// thread frees blocks other threads allocated; on a thread without counters of its own
+    /// ([`counts_other_threads`](Delta::counts_other_threads)), where the other figures include
+    /// the other sharing threads' events, it still counts this thread's alone. Without a
+    /// tracker installed it is 0, as the rest of the delta.
     ///
     /// ```
     /// # #[global_allocator]

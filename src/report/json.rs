@@ -639,6 +639,7 @@ fn changes_only(mut written: Vec<Snapshot>) -> Vec<Snapshot> {
 fn with_site_table(body: TimelineBody, version: u64) -> Result<Vec<Snapshot>, String> {
     repeated(body.sites.iter().map(|e| e.id), "the site table's site")?;
     let frames = body.frames;
+    check_frames_named(&body.sites, &frames)?;
     let table = body
         .sites
         .into_iter()
@@ -707,6 +708,45 @@ fn table_site(e: TableEntry, frames: &[Frame], version: u64) -> Result<(SiteId, 
         })
         .collect::<Result<Vec<Frame>, String>>()?;
     Ok((id, Site::with_type(site_frames, e.type_name)))
+}
+
+/// At most this many times the bytes of a file's frame table and of its sites' places in it may
+/// the frames its sites name take once read (each site holds its own copy of its frames): far
+/// above what files heapdelta writes ask for (a rayon program's, about 50 times), far below what
+/// a hostile file could (a review: a 115 KB file naming one 100 KB frame 5,000 times took 491 MB
+/// to read, and 3 MB could ask for a terabyte).
+const FRAMES_READ_PER_BYTE: usize = 256;
+
+/// What the frames of a file's sites may take once read whatever the file: a file of a few sites
+/// with long names is within it.
+const FRAMES_READ_FLOOR: usize = 64 << 20;
+
+/// Refuses a site table whose rows (from format 5 on) name frames that would take more memory
+/// once read than `FRAMES_READ_PER_BYTE` times what the file gives them, past
+/// `FRAMES_READ_FLOOR`; checked before any is read.
+fn check_frames_named(rows: &[TableEntry], frames: &[Frame]) -> Result<(), String> {
+    let size = |f: &Frame| {
+        std::mem::size_of::<Frame>() + f.function.len() + f.file.as_ref().map_or(0, String::len)
+    };
+    let sizes: Vec<usize> = frames.iter().map(size).collect();
+    let places = rows.iter().flat_map(|e| e.frames.iter().flatten());
+    let named = places
+        .clone()
+        .map(|&p| sizes.get(p as usize).copied().unwrap_or(0))
+        .fold(0usize, usize::saturating_add);
+    let given = sizes.iter().sum::<usize>() + places.count() * std::mem::size_of::<u32>();
+    let allowed = given
+        .saturating_mul(FRAMES_READ_PER_BYTE)
+        .max(FRAMES_READ_FLOOR);
+    if named > allowed {
+        return Err(format!(
+            "the site table's sites name {} of frames from a frame table of {}: more than a \
+             file heapdelta writes asks for (a damaged file)",
+            crate::report::text::bytes(named as u64),
+            crate::report::text::bytes(sizes.iter().sum::<usize>() as u64)
+        ));
+    }
+    Ok(())
 }
 
 /// The file's frame table and site rows for `sites`: each distinct frame once, in the order the

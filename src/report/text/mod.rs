@@ -13,7 +13,6 @@ pub(crate) use delta::comparison_note;
 pub(crate) use delta::estimates_note;
 pub(crate) use delta::estimates_note_beside;
 pub use delta::By;
-#[cfg(any(feature = "flamegraph", feature = "cli"))]
 pub(crate) use format::bytes;
 #[cfg(feature = "plot")]
 pub(crate) use format::count;
