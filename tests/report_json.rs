@@ -123,14 +123,20 @@ fn a_version_4_timeline_with_frames_in_its_site_table_still_reads() {
     assert_eq!(back, demo_timeline());
 }
 
+/// The format error reading the timeline `v` gives.
+fn timeline_format_error(v: &serde_json::Value) -> String {
+    match Timeline::read_json_from(v.to_string().as_bytes()) {
+        Err(Error::Format(msg)) => msg,
+        other => panic!("expected a format error, got {other:?}"),
+    }
+}
+
 #[test]
 fn a_site_naming_a_frame_the_frame_table_lacks_is_rejected() {
     let mut v = written_demo_timeline();
     v["sites"][0]["frames"][0] = 999.into();
-    match Timeline::read_json_from(v.to_string().as_bytes()) {
-        Err(Error::Format(msg)) => assert!(msg.contains("names frame 999"), "{msg}"),
-        other => panic!("expected a format error, got {other:?}"),
-    }
+    let msg = timeline_format_error(&v);
+    assert!(msg.contains("names frame 999"), "{msg}");
 }
 
 #[test]
@@ -139,20 +145,16 @@ fn a_site_table_naming_one_long_frame_thousands_of_times_is_refused_before_it_is
     let mut v = written_demo_timeline();
     v["frames"][0]["function"] = "f".repeat(100_000).into();
     v["sites"][0]["frames"] = serde_json::json!(vec![0; 5_000]);
-    match Timeline::read_json_from(v.to_string().as_bytes()) {
-        Err(Error::Format(msg)) => assert!(msg.contains("name 477.2 MiB of frames"), "{msg}"),
-        other => panic!("expected a format error, got {other:?}"),
-    }
+    let msg = timeline_format_error(&v);
+    assert!(msg.contains("name 477.2 MiB of frames"), "{msg}");
 }
 
 #[test]
 fn a_site_of_a_version_5_table_without_frames_is_rejected() {
     let mut v = written_demo_timeline();
     v["sites"][0].as_object_mut().unwrap().remove("frames");
-    match Timeline::read_json_from(v.to_string().as_bytes()) {
-        Err(Error::Format(msg)) => assert!(msg.contains("has no \"frames\""), "{msg}"),
-        other => panic!("expected a format error, got {other:?}"),
-    }
+    let msg = timeline_format_error(&v);
+    assert!(msg.contains("has no \"frames\""), "{msg}");
 }
 
 #[test]
