@@ -326,26 +326,23 @@ impl StackBuffer {
     }
 
     /// Empties a buffer another thread used of what held only there: the frame records its walks
-    /// read, which lie in that thread's stack (no entry is replayable, nor is any guess kept), and
-    /// its counters in that thread's slot (its memo of unwinder walks, which held addresses in
-    /// that stack too, was freed when the buffer was given back). The stacks and their site ids
-    /// stay: they are the same in every thread (return addresses, and ids from the shared
-    /// table), and a thread running the code its predecessor ran finds its stacks there. Touches
-    /// only the entries in use, whose pages the thread before touched.
+    /// read, which lie in that thread's stack (no entry is replayable until this thread's own
+    /// walk records them again: `replays` checks `replay_depth` before any record, and the guesses
+    /// and keys left lead only there), and its counters in that thread's slot (its memo of
+    /// unwinder walks, which held addresses in that stack too, was freed when the buffer was
+    /// given back). The stacks and their site ids stay: they are the same in every thread
+    /// (return addresses, and ids from the shared table), and a thread running the code its
+    /// predecessor ran finds its stacks there. Touches only the entries in use, whose pages the
+    /// thread before touched.
     fn forget_thread(&mut self) {
         for (set, tags) in self.tags.iter().enumerate() {
             for (way, &tag) in tags.iter().enumerate() {
                 if let (true, Some(r)) = (tag != 0, self.recent.get_mut(set * WAYS + way)) {
                     r.counters = None;
                     r.replay_depth = 0;
-                    r.trusted_end = 0;
                 }
             }
         }
-        self.keys = [[0; WAYS]; SETS];
-        self.current = RECENT;
-        self.after = [RECENT; RECENT];
-        self.guess = [RECENT; RECENT];
     }
 
     /// Captures the calling thread's stack (at most `depth` frames) from `start`, the value of
