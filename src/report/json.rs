@@ -1079,6 +1079,13 @@ mod tests {
         s
     }
 
+    /// The timeline file `checkpoints` make, parsed.
+    fn written_file(checkpoints: Vec<Snapshot>) -> Value {
+        let mut out = Vec::new();
+        Timeline::new(checkpoints).write_json_to(&mut out).unwrap();
+        serde_json::from_slice(&out).unwrap()
+    }
+
     fn written_and_read_back(checkpoints: Vec<Snapshot>) -> Vec<Snapshot> {
         let mut out = Vec::new();
         Timeline::new(checkpoints).write_json_to(&mut out).unwrap();
@@ -1129,18 +1136,16 @@ mod tests {
         for c in second.sites.iter_mut() {
             c.site = Some(Site::new(Vec::new()));
         }
-        let mut out = Vec::new();
-        Timeline::new(vec![first.clone(), second.clone()])
-            .write_json_to(&mut out)
-            .unwrap();
-        let file: Value = serde_json::from_slice(&out).unwrap();
+        let file = written_file(vec![first.clone(), second.clone()]);
         assert_eq!(file["sites"].as_array().map(Vec::len), Some(1));
         assert!(file["checkpoints"][0]["sites"][0].get("site").is_none());
         assert!(file["checkpoints"][1]["sites"]["changed"][0]
             .get("site")
             .is_some());
-        let back = Timeline::read_json_from(&out[..]).unwrap();
-        assert_eq!(back.checkpoints(), [first, second]);
+        assert_eq!(
+            written_and_read_back(vec![first.clone(), second.clone()]),
+            [first, second]
+        );
     }
 
     #[test]
@@ -1190,16 +1195,11 @@ mod tests {
             checkpoint_of_another_run("b", &[(1, 1), (40, 2), (41, 1)]),
             checkpoint_of_another_run("c", &[(1, 1), (40, 2), (41, 1)]),
         ];
-        let mut out = Vec::new();
-        Timeline::new(checkpoints.clone())
-            .write_json_to(&mut out)
-            .unwrap();
-        let file: Value = serde_json::from_slice(&out).unwrap();
+        let file = written_file(checkpoints.clone());
         assert_eq!(listed(&file["checkpoints"][0]), (vec![1, 40], false));
         assert_eq!(listed(&file["checkpoints"][1]), (vec![40, 41], true));
         assert_eq!(listed(&file["checkpoints"][2]), (vec![], true));
-        let back = Timeline::read_json_from(&out[..]).unwrap();
-        assert_eq!(back.checkpoints(), checkpoints);
+        assert_eq!(written_and_read_back(checkpoints.clone()), checkpoints);
     }
 
     /// `s` holding `classes` as (size, blocks allocated and live), its totals their sums.
@@ -1244,11 +1244,7 @@ mod tests {
                 &[(16, 1), (32, 1), (64, 2)],
             ),
         ];
-        let mut out = Vec::new();
-        Timeline::new(checkpoints.clone())
-            .write_json_to(&mut out)
-            .unwrap();
-        let file: Value = serde_json::from_slice(&out).unwrap();
+        let file = written_file(checkpoints.clone());
         assert_eq!(
             classes_listed(&file["checkpoints"][0]),
             (vec![16, 64], false)
@@ -1335,11 +1331,7 @@ mod tests {
         let first = with_classes(checkpoint_of_another_run("a", &[]), &[(16, 1)]);
         let mut second = with_classes(checkpoint_of_another_run("b", &[]), &[(16, 1)]);
         second.run ^= 2;
-        let mut out = Vec::new();
-        Timeline::new(vec![first.clone(), second.clone()])
-            .write_json_to(&mut out)
-            .unwrap();
-        let file: Value = serde_json::from_slice(&out).unwrap();
+        let file = written_file(vec![first.clone(), second.clone()]);
         assert_eq!(classes_listed(&file["checkpoints"][1]), (vec![16], false));
         assert_eq!(
             written_and_read_back(vec![first.clone(), second.clone()]),
@@ -1364,25 +1356,19 @@ mod tests {
         let first = checkpoint_of_another_run("a", &[(1, 1)]);
         let mut second = checkpoint_of_another_run("b", &[(1, 1), (2, 1)]);
         second.run ^= 2;
-        let mut out = Vec::new();
-        Timeline::new(vec![first.clone(), second.clone()])
-            .write_json_to(&mut out)
-            .unwrap();
-        let file: Value = serde_json::from_slice(&out).unwrap();
+        let file = written_file(vec![first.clone(), second.clone()]);
         assert_eq!(listed(&file["checkpoints"][1]), (vec![1, 2], false));
-        let back = Timeline::read_json_from(&out[..]).unwrap();
-        assert_eq!(back.checkpoints(), [first, second]);
+        assert_eq!(
+            written_and_read_back(vec![first.clone(), second.clone()]),
+            [first, second]
+        );
     }
 
     #[test]
     fn changes_since_a_checkpoint_of_another_run_are_a_format_error() {
         let first = checkpoint_of_another_run("a", &[(1, 1)]);
         let second = checkpoint_of_another_run("b", &[(1, 2)]);
-        let mut out = Vec::new();
-        Timeline::new(vec![first, second])
-            .write_json_to(&mut out)
-            .unwrap();
-        let mut file: Value = serde_json::from_slice(&out).unwrap();
+        let mut file = written_file(vec![first, second]);
         file["checkpoints"][1]["run"] = 7.into();
         match Timeline::read_json_from(file.to_string().as_bytes()) {
             Err(Error::Format(msg)) => assert!(msg.contains("another run"), "{msg}"),
@@ -1410,11 +1396,7 @@ mod tests {
 
     #[test]
     fn a_first_checkpoint_that_lists_only_changes_is_a_format_error() {
-        let mut out = Vec::new();
-        Timeline::new(vec![checkpoint_of_another_run("a", &[(1, 1)])])
-            .write_json_to(&mut out)
-            .unwrap();
-        let mut file: Value = serde_json::from_slice(&out).unwrap();
+        let mut file = written_file(vec![checkpoint_of_another_run("a", &[(1, 1)])]);
         let sites = file["checkpoints"][0]["sites"].take();
         file["checkpoints"][0]["sites"] = serde_json::json!({ "changed": sites });
         match Timeline::read_json_from(file.to_string().as_bytes()) {

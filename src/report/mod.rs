@@ -246,9 +246,13 @@ fn may_follow(link: &std::fs::Metadata, dir: &Path) -> bool {
         return false;
     };
     let sticky_and_open = d.mode() & 0o1002 == 0o1002;
+    !sticky_and_open || link.uid() == effective_uid() || link.uid() == d.uid()
+}
+
+/// The user this process acts as, for files.
+fn effective_uid() -> u32 {
     // SAFETY: `geteuid` has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    !sticky_and_open || link.uid() == me || link.uid() == d.uid()
+    unsafe { libc::geteuid() }
 }
 
 /// The directory `path` names a file in (`.` for a bare name).
@@ -273,9 +277,7 @@ pub(crate) fn may_access(path: &Path, mode: libc::c_int) -> bool {
 /// but by its contents: it has no other name, and we own it.
 fn replaceable(m: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: `geteuid` has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    m.nlink() == 1 && m.uid() == me
+    m.nlink() == 1 && m.uid() == effective_uid()
 }
 
 /// Writes `bytes` to a new file beside `path` and renames it over `path`: `Ok(false)`, leaving
