@@ -1,4 +1,4 @@
-//! The CPython 3.11 test vectors: replaying each trace through a fresh `Pool` with
+//! The CPython 3.11 test vectors (see `tests/data/pymalloc/README.md`): replaying each trace through a fresh `Pool` with
 //! `PoolConfig::CPYTHON` must give CPython's counters exactly, at every snapshot and at the end.
 
 use heapdelta::replay::{self, Outcome};
@@ -61,4 +61,9 @@ fn training_trace_matches_cpython_at_every_step() {
 #[test]
 fn fuzz_trace_with_reallocs_and_large_blocks_matches_cpython() {
     replay_matches_cpython("fuzz");
+}
+
+#[test]
+fn arenas_ordered_by_use_through_phases_of_growth_and_release_match_cpython() {
+    replay_matches_cpython("stress");
 }
