@@ -177,6 +177,11 @@ fn without_debug_info_types_are_unknown_rather_than_wrong() {
         "the user is told how to get file:line and types: {}",
         run.stderr
     );
+    assert!(
+        !run.stderr.contains("has no symbols"),
+        "a build without debug info keeps its symbols: {}",
+        run.stderr
+    );
     let expected = [
         ("Vec<f32>", workload::VECS as i64),
         ("String", (workload::FORMATTED + workload::ENTRIES) as i64),
@@ -196,6 +201,27 @@ fn without_debug_info_types_are_unknown_rather_than_wrong() {
     }
     assert!(blocks(&run, "(unknown)") > 0, "{}", run.stdout);
     assert_eq!(types.iter().map(|(b, _)| b).sum::<i64>(), ALL_BLOCKS);
+}
+
+#[test]
+fn stripped_of_symbols_every_site_is_unknown_and_the_user_is_told_why() {
+    let run = build_and_run(
+        "stripped",
+        "-C force-frame-pointers=yes -C strip=symbols",
+        "false",
+    );
+    assert!(
+        run.stderr.contains("has no symbols") && run.stderr.contains("strip = false"),
+        "the user is told why no site is named: {}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.matches("has no symbols").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert_eq!(rows(&run, "site"), [(ALL_BLOCKS, "(unknown)")]);
 }
 
 /// The release fixture without frame pointers, run under `HEAPDELTA=settings`, which must print

@@ -188,6 +188,39 @@ heapdelta:     debug = \"line-tables-only\"
     crate::config::write_stderr_once(&SAID, HINT);
 }
 
+/// Whether `stack` ran through the program's own executable without any of its return addresses
+/// there naming a function: the executable has no symbol table (cargo's `strip = true`, or
+/// `strip` run on it), so nothing tells the program's frames from std's or heapdelta's, and every
+/// site reads `(unknown)`. Two such addresses at least (every stack has a few: heapdelta's, the
+/// allocator shim's, the program's), and no frame but the C runtime's resolved at all, so a
+/// program with symbols, where an address or two may lie in code without one, is not taken for
+/// a stripped one.
+fn without_symbols(stack: &[usize], raw: &[RawFrame]) -> bool {
+    if raw.iter().any(|f| f.origin != Origin::Runtime) {
+        return false;
+    }
+    let in_program = |ip: &&usize| {
+        loaded::object_of(ip.wrapping_sub(1)).is_some_and(|(path, _)| path.is_empty())
+    };
+    stack.iter().filter(in_program).take(2).count() == 2
+}
+
+/// Says once on stderr why every site is `(unknown)` when the executable has no symbols (a user
+/// trial built the binary it ships, with `strip = true`, and got one `(unknown)` site for every
+/// allocation and no word of why).
+fn hint_symbols() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    const HINT: &[u8] = b"\
+heapdelta: this program's executable has no symbols (built with `strip = true`, or stripped
+heapdelta:   afterwards), so no call site can be named: each reads `(unknown)`. Totals, size
+heapdelta:   classes and steps are unaffected. To name sites, profile a build that keeps them:
+heapdelta:     [profile.release]
+heapdelta:     strip = false
+heapdelta:     debug = \"line-tables-only\"
+";
+    crate::config::write_stderr_once(&SAID, HINT);
+}
+
 /// Symbolises, trims, folds and shortens `stack` (`cut`: it filled its capture's depth);
 /// frames under `own_dir` count as heapdelta's. What `known` holds is taken from it, and what this
 /// stack works out added to it.
@@ -197,6 +230,9 @@ fn resolve_stack(stack: &[usize], cut: bool, own_dir: &str, known: &mut Known) -
         let raw = symbolise(stack, own_dir, &mut known.frames);
         if without_line_tables(&raw) {
             hint_debug_information();
+        }
+        if without_symbols(stack, &raw) {
+            hint_symbols();
         }
         let cwd = std::env::current_dir()
             .ok()
