@@ -585,8 +585,9 @@ extern "C" fn write_report_at_exit() {
     match result {
         Ok(Ok(())) => {}
         Ok(Err(e)) => say(&format!(
-            "HEAPDELTA: could not write the report to {}: {e}",
-            path.display()
+            "HEAPDELTA: could not write the report to {}: {}",
+            path.display(),
+            crate::report::unnamed(path, &e.to_string())
         )),
         Err(_) => say("HEAPDELTA: writing the exit report failed"),
     }
@@ -634,7 +635,7 @@ fn write_report_so_far() {
              regular file, a link to no file, or a directory that refuses new files), and is not \
              rewritten in place",
         ),
-        Ok(Err(e)) => say_once(path, &e.to_string()),
+        Ok(Err(e)) => say_once(path, crate::report::unnamed(path, &e.to_string())),
         Err(_) => say_once(path, "making it failed"),
     }
 }

@@ -704,3 +704,34 @@ fn a_growing_step_counts_the_sites_that_fell_among_those_it_did_not_list() {
     assert!(!text.contains("service::scratch"), "{text}");
     assert!(text.contains("… and 1 more site that fell"), "{text}");
 }
+
+#[test]
+fn a_file_that_cannot_be_read_is_named_in_the_error() {
+    let path = std::env::temp_dir().join("heapdelta-no-such-dir/run.json");
+    for err in [
+        Snapshot::read_json(&path).unwrap_err(),
+        Timeline::read_json(&path).unwrap_err(),
+    ] {
+        let Error::Io(io) = &err else {
+            panic!("expected an I/O error, got {err:?}");
+        };
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{}: ", path.display())),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_file_that_cannot_be_written_is_named_in_the_error() {
+    let path = std::env::temp_dir().join("heapdelta-no-such-dir/run.json");
+    let err = demo_timeline().write_json(&path).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{}: ", path.display())),
+        "{err}"
+    );
+}

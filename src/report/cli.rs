@@ -147,7 +147,13 @@ struct Failure(String);
 type Outcome = Result<(), Failure>;
 
 fn fail(path: &Path, e: impl std::fmt::Display) -> Failure {
-    Failure(format!("{}: {e}", path.display()))
+    // File errors of the library name their file already.
+    let message = e.to_string();
+    Failure(format!(
+        "{}: {}",
+        path.display(),
+        crate::report::unnamed(path, &message)
+    ))
 }
 
 /// A failure to write a picture of `path` to `output`: named after `path` when there was nothing

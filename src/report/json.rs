@@ -845,9 +845,13 @@ impl Snapshot {
     /// ```
     pub fn read_json(path: impl AsRef<Path>) -> Result<Snapshot, Error> {
         // The file's buffer is heapdelta's too: not the program's memory.
+        let path = path.as_ref();
         crate::thread::untracked(|| {
-            let file = std::fs::File::open(path.as_ref())?;
-            Snapshot::read_json_from(io::BufReader::new(file))
+            let file = std::fs::File::open(path).map_err(|e| crate::report::naming(path, e))?;
+            Snapshot::read_json_from(io::BufReader::new(file)).map_err(|e| match e {
+                Error::Io(e) => Error::Io(crate::report::naming(path, e)),
+                e => e,
+            })
         })
     }
 
@@ -921,9 +925,13 @@ impl Timeline {
     /// ```
     pub fn read_json(path: impl AsRef<Path>) -> Result<Timeline, Error> {
         // The file's buffer is heapdelta's too: not the program's memory.
+        let path = path.as_ref();
         crate::thread::untracked(|| {
-            let file = std::fs::File::open(path.as_ref())?;
-            Timeline::read_json_from(io::BufReader::new(file))
+            let file = std::fs::File::open(path).map_err(|e| crate::report::naming(path, e))?;
+            Timeline::read_json_from(io::BufReader::new(file)).map_err(|e| match e {
+                Error::Io(e) => Error::Io(crate::report::naming(path, e)),
+                e => e,
+            })
         })
     }
 

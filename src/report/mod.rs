@@ -151,28 +151,49 @@ pub(crate) fn write_file(
     thread::untracked(|| {
         let mut bytes = Vec::new();
         write(&mut bytes)?;
-        let resolved = link_target(path);
-        let path = resolved.as_deref().unwrap_or(path);
-        match std::fs::symlink_metadata(path) {
-            Ok(m) if m.is_file() => {
-                // Opening it for writing (without truncating) asks the system whether we may.
-                let existing = std::fs::OpenOptions::new().write(true).open(path)?;
-                if replaceable(&m) && write_beside(path, &bytes, Some(m.permissions()))? {
-                    return Ok(());
-                }
-                existing.set_len(0)?;
-                write_all_to(existing, &bytes)
-            }
-            Ok(_) => write_all_to(File::create(path)?, &bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if write_beside(path, &bytes, None)? {
-                    return Ok(());
-                }
-                write_all_to(File::create(path)?, &bytes)
-            }
-            Err(e) => Err(e),
-        }
+        store(path, &bytes).map_err(|e| naming(path, e))
     })
+}
+
+/// An error of the file `path` that says which file (a user trial's program, writing several
+/// reports, got `No such file or directory (os error 2)`): the same kind, the path before the
+/// message.
+pub(crate) fn naming(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+/// `message` without the `path: ` that [`naming`] put before it, for a line that names the path
+/// itself.
+pub(crate) fn unnamed<'a>(path: &Path, message: &'a str) -> &'a str {
+    message
+        .strip_prefix(path.display().to_string().as_str())
+        .and_then(|rest| rest.strip_prefix(": "))
+        .unwrap_or(message)
+}
+
+/// Puts `bytes` in the file `path` (see `write_file`).
+fn store(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let resolved = link_target(path);
+    let path = resolved.as_deref().unwrap_or(path);
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => {
+            // Opening it for writing (without truncating) asks the system whether we may.
+            let existing = std::fs::OpenOptions::new().write(true).open(path)?;
+            if replaceable(&m) && write_beside(path, bytes, Some(m.permissions()))? {
+                return Ok(());
+            }
+            existing.set_len(0)?;
+            write_all_to(existing, bytes)
+        }
+        Ok(_) => write_all_to(File::create(path)?, bytes),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if write_beside(path, bytes, None)? {
+                return Ok(());
+            }
+            write_all_to(File::create(path)?, bytes)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// `write_file` for a file that must never be seen half written (the report `HEAPDELTA=rewrite=on`
