@@ -88,28 +88,40 @@ impl Geometry {
     pub const fn new(c: PoolConfig) -> Geometry {
         assert!(
             c.alignment.is_power_of_two() && c.alignment >= 8,
-            "alignment"
+            "PoolConfig: alignment must be a power of two, at least 8"
         );
         assert!(
             c.pool_size.is_power_of_two() && c.arena_size.is_power_of_two(),
-            "pow2"
+            "PoolConfig: pool_size and arena_size must be powers of two"
         );
         assert!(
             c.arena_size >= 1 << 16 && c.arena_size <= 1 << 31,
-            "arena_size"
+            "PoolConfig: arena_size must be from 64 KiB (2^16) to 2 GiB (2^31)"
         );
-        assert!(c.pool_size < c.arena_size, "pool_size");
-        assert!(c.arena_size / c.pool_size < NFP_LEN, "pools per arena");
+        assert!(
+            c.pool_size < c.arena_size,
+            "PoolConfig: pool_size must be less than arena_size"
+        );
+        assert!(
+            c.arena_size / c.pool_size < NFP_LEN,
+            "PoolConfig: an arena must hold at most 255 pools (arena_size / pool_size)"
+        );
         assert!(
             c.max_small >= c.alignment && c.max_small.is_multiple_of(c.alignment),
-            "max_small"
+            "PoolConfig: max_small must be a multiple of alignment, at least alignment"
         );
-        assert!(c.max_small / c.alignment <= MAX_CLASSES, "classes");
+        assert!(
+            c.max_small / c.alignment <= MAX_CLASSES,
+            "PoolConfig: at most 64 size classes (max_small / alignment)"
+        );
         let overhead = (HEADER_BYTES + c.alignment - 1) & !(c.alignment - 1);
-        assert!(c.pool_size > overhead, "pool_size");
+        assert!(
+            c.pool_size > overhead,
+            "PoolConfig: pool_size must exceed a pool's header (48 bytes, rounded up to alignment)"
+        );
         assert!(
             (c.pool_size - overhead) / c.max_small >= 2,
-            "blocks per pool"
+            "PoolConfig: a pool must hold at least two blocks of max_small bytes after its header"
         );
         Geometry {
             arena_size: c.arena_size,
@@ -147,6 +159,86 @@ impl Geometry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The message `Geometry::new` panics with for `c`.
+    fn refusal(c: PoolConfig) -> String {
+        let err = std::panic::catch_unwind(|| Geometry::new(c)).unwrap_err();
+        err.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| err.downcast_ref::<String>().cloned())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_bad_configuration_is_refused_with_the_rule_it_breaks() {
+        let c = PoolConfig::CPYTHON;
+        for (bad, rule) in [
+            (
+                PoolConfig { alignment: 24, ..c },
+                "alignment must be a power of two",
+            ),
+            (
+                PoolConfig {
+                    pool_size: 1 << 20,
+                    ..c
+                },
+                "pool_size must be less than arena_size",
+            ),
+            (
+                PoolConfig {
+                    arena_size: 1 << 15,
+                    ..c
+                },
+                "arena_size must be from 64 KiB",
+            ),
+            (
+                PoolConfig {
+                    pool_size: 4096,
+                    ..c
+                },
+                "at most 255 pools",
+            ),
+            (
+                PoolConfig {
+                    max_small: 520,
+                    ..c
+                },
+                "max_small must be a multiple of alignment",
+            ),
+            (
+                PoolConfig {
+                    max_small: 1024,
+                    alignment: 8,
+                    ..c
+                },
+                "at most 64 size classes",
+            ),
+            (
+                PoolConfig {
+                    arena_size: 1 << 16,
+                    pool_size: 4096,
+                    alignment: 64,
+                    max_small: 4096,
+                    ..c
+                },
+                "at least two blocks of max_small",
+            ),
+            (
+                PoolConfig {
+                    arena_size: 1 << 16,
+                    pool_size: 4096,
+                    alignment: 4096,
+                    max_small: 4096,
+                    ..c
+                },
+                "must exceed a pool's header",
+            ),
+        ] {
+            let message = refusal(bad);
+            assert!(message.starts_with("PoolConfig: "), "{bad:?}: {message}");
+            assert!(message.contains(rule), "{bad:?}: {message}");
+        }
+    }
 
     #[test]
     fn cpython_geometry_matches_obmalloc() {
