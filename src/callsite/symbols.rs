@@ -627,6 +627,17 @@ fn is_std_path(file: &str) -> bool {
         || file.contains("/lib/rustlib/src/rust/library/")
 }
 
+/// Whether `f` is where a request enters an allocator: one of the shims rustc generates
+/// (`__rust_alloc`, `__rg_alloc` …), which an optimised build keeps as a frame (with whatever it
+/// inlined inside), or a method of a `GlobalAlloc` implementation, which a build without
+/// inlining keeps (the shims jump to it, and leave no frame).
+fn is_allocator_entry(f: &RawFrame) -> bool {
+    let function = f.frame.function.as_str();
+    let bare = function.strip_prefix("__rustc::").unwrap_or(function);
+    (f.origin == Origin::Allocator && SHIM_PREFIXES.iter().any(|p| bare.starts_with(p)))
+        || function.contains(" as core::alloc::global::GlobalAlloc>::")
+}
+
 /// Whether a std frame is in the `alloc` or `core` crate: `Box::new`, `RawVec`,
 /// `Global::allocate` and the like.
 fn is_alloc_plumbing(f: &RawFrame) -> bool {
@@ -667,10 +678,21 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
     // The program's own code, else (an allocation made only in its dependencies' code, a
     // runtime's worker thread, say) theirs.
     let is_code = |f: &RawFrame| matches!(f.origin, Origin::User | Origin::Dependency);
-    let first_user = raw
+    // Whatever lies inside an allocator's entry is the allocator's: a program's own `GlobalAlloc`
+    // around the tracker (one that counts) is not where it allocated (a user trial found every
+    // site named after its wrapper's `alloc`), nor a plugin's allocator that forwards to the
+    // program's.
+    let outside_allocator = raw
         .iter()
-        .position(|f| f.origin == Origin::User)
-        .or_else(|| raw.iter().position(is_code));
+        .rposition(is_allocator_entry)
+        .map_or(0, |i| i + 1);
+    let from_outside = |found: Option<usize>| found.map(|i| i + outside_allocator);
+    let first_user = from_outside(
+        raw[outside_allocator..]
+            .iter()
+            .position(|f| f.origin == Origin::User),
+    )
+    .or_else(|| from_outside(raw[outside_allocator..].iter().position(is_code)));
     let last_user = raw.iter().rposition(is_code);
     let (trimmed, kept): (Vec<RawFrame>, Vec<RawFrame>) = match (first_user, last_user) {
         // heapdelta's own frames between the program's (`measure`, which calls the code it

@@ -1,0 +1,72 @@
+//! A program's own `GlobalAlloc` around the tracker (one that counts, say) is the allocator's, not
+//! the program's: sites are named after the code that allocated, not after the wrapper's `alloc`
+//! (a user trial found every site named `alloc<heapdelta::tracker::Tracker<…>>` at its wrapper's
+//! line).
+
+#[path = "common/sites.rs"]
+mod sites;
+use sites::sites_of;
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+struct Counting<A> {
+    inner: A,
+    calls: AtomicUsize,
+}
+
+// SAFETY: every method forwards its arguments unchanged to the inner allocator, which upholds the
+// contract; the counter only counts.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.inner.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.inner.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.inner.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting<heapdelta::Tracker> = Counting {
+    inner: heapdelta::Tracker::new(),
+    calls: AtomicUsize::new(0),
+};
+
+#[inline(never)]
+fn load_rows(out: &mut Vec<Vec<u8>>) {
+    for _ in 0..40 {
+        out.push(vec![1u8; 300]);
+    }
+}
+
+#[inline(never)]
+fn grow_index(out: &mut Vec<u64>) {
+    for i in 0..5_000 {
+        out.push(i);
+    }
+}
+
+#[test]
+fn sites_are_named_after_the_code_that_allocated_not_the_wrapper() {
+    let mut rows = Vec::with_capacity(100);
+    let mut index = Vec::new();
+    let ((), delta) = heapdelta::measure(|| {
+        load_rows(&mut rows);
+        grow_index(&mut index);
+    });
+    assert!(GLOBAL.calls.load(Ordering::Relaxed) > 0);
+    let rows_sites = sites_of(&delta, "load_rows");
+    let rows_blocks: i64 = rows_sites.iter().map(|s| s.live_blocks).sum();
+    assert_eq!(rows_blocks, 40, "{delta}");
+    let index_sites = sites_of(&delta, "grow_index");
+    assert_eq!(index_sites.len(), 1, "{delta}");
+    assert_eq!(index_sites[0].site.type_name(), "Vec<u64>", "{delta}");
+}
