@@ -154,6 +154,25 @@ impl fmt::Display for Error {
             }
             Error::NoSuchNumber {
                 label,
+                n: 0,
+                count,
+                dropped,
+            } => {
+                write!(
+                    f,
+                    "no checkpoint {:?}: numbers count from 1; {} labelled {label:?}: pick {} as {:?}",
+                    format!("{label}#0"),
+                    match count {
+                        1 => "1 checkpoint is".to_string(),
+                        n => format!("{n} checkpoints are"),
+                    },
+                    if *count == 1 { "it" } else { "the first" },
+                    format!("{label}#1")
+                )?;
+                not_counted(f, *dropped)
+            }
+            Error::NoSuchNumber {
+                label,
                 n,
                 count: 1,
                 dropped,
@@ -222,8 +241,27 @@ fn count_checkpoints(n: u64) -> String {
 /// on one line), and of a long list only the first and last few.
 fn label_list(known: &[String]) -> String {
     const EACH_END: usize = 4;
-    let quoted =
-        |labels: &[String]| -> Vec<String> { labels.iter().map(|l| format!("{l:?}")).collect() };
+    // Each label once, in the order first taken, with how many checkpoints have it when several
+    // do (a user trial's list read `"step 0", …, "step 0"`).
+    let mut distinct: Vec<(&String, usize)> = Vec::new();
+    let mut place = std::collections::HashMap::new();
+    for label in known {
+        let i = *place.entry(label).or_insert_with(|| {
+            distinct.push((label, 0));
+            distinct.len() - 1
+        });
+        distinct[i].1 += 1;
+    }
+    let known = &distinct[..];
+    let quoted = |labels: &[(&String, usize)]| -> Vec<String> {
+        labels
+            .iter()
+            .map(|(l, n)| match n {
+                1 => format!("{l:?}"),
+                n => format!("{l:?} (×{n})"),
+            })
+            .collect()
+    };
     if known.len() <= 3 * EACH_END {
         return quoted(known).join(", ");
     }
@@ -290,6 +328,17 @@ mod tests {
                 r#""step 0", "step 1", "step 2", "step 3", … 92 more …, "step 96", "step 97", "step 98", "step 99""#
             ),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_label_many_checkpoints_share_is_listed_once_with_their_number() {
+        let known = ["start", "step", "step", "end", "step"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            unknown(known),
+            r#"no checkpoint labelled "nope"; known labels: "start", "step" (×3), "end""#
         );
     }
 

@@ -261,12 +261,13 @@ impl Timeline {
     }
 
     /// For `label#n` (`n` written in digits, without leading zeros), the `n`th checkpoint labelled
-    /// `label`, counted from 1, or the error saying how many there are when fewer than `n` do;
+    /// `label`, counted from 1 (`#0` is an error that says so), or the error saying how many there are when fewer than `n` do;
     /// `None` when `label#n` is not of that form or fewer than `least` checkpoints are labelled
     /// `label`.
     fn nth_labelled(&self, label: &str, least: usize) -> Option<Result<&Snapshot, Error>> {
         let (label, n) = label.rsplit_once('#')?;
-        if n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
+        // `#0` too, to be told that numbers count from 1.
+        if (n.starts_with('0') && n != "0") || !n.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
         let n: usize = n.parse().ok()?;
@@ -275,8 +276,8 @@ impl Timeline {
             return None;
         }
         Some(
-            self.labelled(label)
-                .nth(n - 1)
+            n.checked_sub(1)
+                .and_then(|i| self.labelled(label).nth(i))
                 .ok_or_else(|| Error::NoSuchNumber {
                     label: label.to_string(),
                     n,
@@ -663,6 +664,16 @@ mod tests {
             beyond.to_string(),
             r#"no checkpoint "tick#9": only 3 checkpoints are labelled "tick"; pick one as "tick#1" to "tick#3""#
         );
+    }
+
+    #[test]
+    fn label_hash_0_is_told_that_numbers_count_from_1() {
+        let t = labelled_timeline(&["start", "tick", "tick", "tick"]);
+        assert_eq!(
+            t.find("tick#0").unwrap_err().to_string(),
+            r#"no checkpoint "tick#0": numbers count from 1; 3 checkpoints are labelled "tick": pick the first as "tick#1""#
+        );
+        assert!(matches!(t.find("tick#01"), Err(Error::UnknownLabel { .. })));
     }
 
     #[test]
