@@ -735,3 +735,16 @@ fn a_file_that_cannot_be_written_is_named_in_the_error() {
         "{err}"
     );
 }
+
+#[test]
+fn input_that_opens_like_json_and_then_is_not_is_refused_without_reading_it_all() {
+    use std::io::Read;
+    // `{` and then zero bytes, as from a FIFO fed `/dev/zero`; 256 MiB of them here.
+    let mut input = Counted {
+        inner: (&b"{"[..]).chain(std::io::repeat(0).take(256 << 20)),
+        read: 0,
+    };
+    let err = Timeline::read_json_from(&mut input).unwrap_err();
+    assert!(matches!(err, Error::Format(_)), "{err:?}");
+    assert!(input.read <= 1 << 20, "read {} bytes: {err}", input.read);
+}
