@@ -291,19 +291,10 @@ impl Snapshot {
                 // Live above the peak: other threads' growth not folded yet, or their churn while
                 // the counters were read (which can make the figure more than the heap ever
                 // held). The peak is raised, for later snapshots too, to what the heap certainly
-                // held, and this snapshot reports that peak, its live figure kept within it. When
-                // its own live figure stood as its peak, the next snapshot could report a lower
-                // one: a user trial saw a timeline's peak fall 17% from one checkpoint to the
-                // next while threads churned.
+                // held; this snapshot's own peak is its live figure, as it never reports less
+                // (and its live figure stays as read: it must add up with its size classes).
                 let (bytes, blocks) = stats::live_lower_bound();
                 stats::raise_peak(bytes, blocks);
-                let (peak_bytes, peak_blocks) = stats::peak();
-                s.totals.peak_bytes = peak_bytes;
-                s.totals.peak_blocks = peak_blocks;
-                if s.totals.live_bytes > peak_bytes {
-                    s.totals.live_bytes = peak_bytes;
-                    s.totals.live_blocks = peak_blocks;
-                }
             }
             s.pool = pool_stats();
             s
