@@ -9,6 +9,7 @@ use sites::sites_of;
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 struct Counting<A> {
     inner: A,
@@ -69,4 +70,52 @@ fn sites_are_named_after_the_code_that_allocated_not_the_wrapper() {
     let index_sites = sites_of(&delta, "grow_index");
     assert_eq!(index_sites.len(), 1, "{delta}");
     assert_eq!(index_sites[0].site.type_name(), "Vec<u64>", "{delta}");
+}
+
+/// A program's own allocator type, called by its code (not the global allocator): it takes each
+/// block from the global one, as a chunk it keeps.
+struct Arena {
+    chunks: Mutex<Vec<Vec<u8>>>,
+}
+
+// SAFETY: each block is a chunk of its own, kept (never moved: a `Vec`'s buffer stays put when the
+// `Vec` itself moves) until the arena is dropped; `dealloc` frees nothing.
+unsafe impl GlobalAlloc for Arena {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let mut chunk = vec![0u8; layout.size() + layout.align()];
+        let offset = chunk.as_ptr().align_offset(layout.align());
+        // SAFETY: `offset < align`, within the chunk of `size + align` bytes.
+        let p = unsafe { chunk.as_mut_ptr().add(offset) };
+        self.chunks.lock().unwrap().push(chunk);
+        p
+    }
+    unsafe fn dealloc(&self, _ptr: *mut u8, _layout: Layout) {}
+}
+
+#[inline(never)]
+fn parse_into(arena: &Arena) {
+    for _ in 0..30 {
+        // SAFETY: a non-zero size; the block is left to the arena.
+        std::hint::black_box(unsafe { arena.alloc(Layout::from_size_align(200, 8).unwrap()) });
+    }
+}
+
+#[test]
+fn a_programs_own_allocator_called_by_its_code_keeps_its_frames() {
+    let arena = Arena {
+        chunks: Mutex::new(Vec::with_capacity(100)),
+    };
+    let ((), delta) = heapdelta::measure(|| parse_into(&arena));
+    let chunk_blocks: i64 = delta
+        .sites()
+        .iter()
+        .filter(|s| {
+            s.site
+                .frames()
+                .first()
+                .is_some_and(|f| f.function.contains("Arena"))
+        })
+        .map(|s| s.live_blocks)
+        .sum();
+    assert_eq!(chunk_blocks, 30, "{delta}");
 }

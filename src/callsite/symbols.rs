@@ -628,15 +628,31 @@ fn is_std_path(file: &str) -> bool {
         || file.contains("/lib/rustlib/src/rust/library/")
 }
 
-/// Whether `f` is where a request enters an allocator: one of the shims rustc generates
-/// (`__rust_alloc`, `__rg_alloc` …), which an optimised build keeps as a frame (with whatever it
-/// inlined inside), or a method of a `GlobalAlloc` implementation, which a build without
-/// inlining keeps (the shims jump to it, and leave no frame).
-fn is_allocator_entry(f: &RawFrame) -> bool {
-    let function = f.frame.function.as_str();
-    let bare = function.strip_prefix("__rustc::").unwrap_or(function);
-    (f.origin == Origin::Allocator && SHIM_PREFIXES.iter().any(|p| bare.starts_with(p)))
-        || function.contains(" as core::alloc::global::GlobalAlloc>::")
+/// How many of `raw`'s innermost frames are the allocator's: heapdelta's own, the shims rustc
+/// generates (`__rust_alloc`, `__rg_alloc` …), which an optimised build keeps as frames with what
+/// it inlined inside, and methods of `GlobalAlloc` implementations, which a build without inlining
+/// keeps (the shims jump to them, and leave no frame): a program's own allocator around the
+/// tracker, or a plugin's that forwards to the program's. `alloc`'s functions between them
+/// (`alloc::alloc::alloc`) do not end the run, but it ends at the first other frame, so that a
+/// program's own allocator type, called by its code and taking memory from the global allocator,
+/// keeps its frames (a review).
+fn allocator_frames(raw: &[RawFrame]) -> usize {
+    let mut end = 0;
+    for (i, f) in raw.iter().enumerate() {
+        let function = f.frame.function.as_str();
+        if f.origin == Origin::Allocator
+            || function.contains(" as core::alloc::global::GlobalAlloc>::")
+        {
+            end = i + 1;
+        } else if !(f.origin == Origin::Std
+            && ["alloc::alloc::", "<alloc::alloc::Global", "std::alloc::"]
+                .iter()
+                .any(|p| function.starts_with(p)))
+        {
+            break;
+        }
+    }
+    end
 }
 
 /// Whether a std frame is in the `alloc` or `core` crate: `Box::new`, `RawVec`,
@@ -673,28 +689,22 @@ fn cut_marker(frames: usize) -> Frame {
 /// (whose stack has not reached the thread's start, see `is_thread_start`) opens with
 /// [`cut_marker`], so that it does not read like an allocation made by library code alone.
 fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) -> String) -> Site {
+    // The frames a request went through into the tracker are the allocator's, a program's own
+    // `GlobalAlloc` around the tracker among them (a user trial found every site named after its
+    // wrapper's `alloc`); the program's frames are looked for past them.
+    let allocator_end = allocator_frames(&raw);
+    let outside = &raw[allocator_end..];
     let cut = cut_at.filter(|_| {
-        !raw.last().is_some_and(is_thread_start) && !raw.iter().any(|f| f.origin == Origin::User)
+        !raw.last().is_some_and(is_thread_start)
+            && !outside.iter().any(|f| f.origin == Origin::User)
     });
     // The program's own code, else (an allocation made only in its dependencies' code, a
     // runtime's worker thread, say) theirs.
     let is_code = |f: &RawFrame| matches!(f.origin, Origin::User | Origin::Dependency);
-    // Whatever lies inside an allocator's entry is the allocator's: a program's own `GlobalAlloc`
-    // around the tracker (one that counts) is not where it allocated (a user trial found every
-    // site named after its wrapper's `alloc`), nor a plugin's allocator that forwards to the
-    // program's.
-    let outside_allocator = raw
-        .iter()
-        .rposition(is_allocator_entry)
-        .map_or(0, |i| i + 1);
-    let from_outside = |found: Option<usize>| found.map(|i| i + outside_allocator);
-    let first_user = from_outside(
-        raw[outside_allocator..]
-            .iter()
-            .position(|f| f.origin == Origin::User),
-    )
-    .or_else(|| from_outside(raw[outside_allocator..].iter().position(is_code)));
-    let last_user = raw.iter().rposition(is_code);
+    let past_allocator = |found: Option<usize>| found.map(|i| i + allocator_end);
+    let first_user = past_allocator(outside.iter().position(|f| f.origin == Origin::User))
+        .or_else(|| past_allocator(outside.iter().position(is_code)));
+    let last_user = past_allocator(outside.iter().rposition(is_code));
     let (trimmed, kept): (Vec<RawFrame>, Vec<RawFrame>) = match (first_user, last_user) {
         // heapdelta's own frames between the program's (`measure`, which calls the code it
         // measures) are left out too: a user trial found `measure<…> (src/checkpoint.rs:337)` in
@@ -717,7 +727,8 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
             let outside = raw
                 .iter()
                 .rposition(|f| f.origin == Origin::Allocator)
-                .map_or(0, |i| i + 1);
+                .map_or(0, |i| i + 1)
+                .max(allocator_end);
             let mut kept: Vec<RawFrame> = raw
                 .iter()
                 .skip(outside)
@@ -730,11 +741,7 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
             (raw, kept)
         }
     };
-    if kept.is_empty()
-        && trimmed
-            .last()
-            .is_some_and(|f| f.origin == Origin::Allocator)
-    {
+    if kept.is_empty() && allocator_end > 0 && allocator_end == trimmed.len() {
         // The capture stopped inside the allocator: `Tracker::depth` below the frames between a
         // request and the program.
         return Site::new(vec![Frame {
@@ -756,8 +763,12 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
     // dependency allocated through, and the scan stops at the first of them as it does at the
     // program's own.
     let mut trimmed = trimmed;
-    if let Some(dependency) = trimmed.iter().position(|f| f.origin == Origin::Dependency) {
-        trimmed.truncate(dependency);
+    if let Some(dependency) = trimmed
+        .iter()
+        .skip(allocator_end)
+        .position(|f| f.origin == Origin::Dependency)
+    {
+        trimmed.truncate(allocator_end + dependency);
     }
     let inlined: Vec<bool> = trimmed.iter().map(|f| f.inlined).collect();
     let trimmed = shorten_all(trimmed);
