@@ -44,9 +44,16 @@ fn log_requests(log: &mut Vec<String>, step: usize) {
     }
 }
 
-/// Writes `path` with `write`; an error names the file.
+/// Writes `path` with `write`; an error names the file (heapdelta's writers name it themselves).
 fn wrote(path: PathBuf, write: impl FnOnce(&Path) -> std::io::Result<()>) -> Result<(), String> {
-    write(&path).map_err(|e| format!("{}: {e}", path.display()))
+    write(&path).map_err(|e| {
+        let message = e.to_string();
+        let named = path.display().to_string();
+        match message.starts_with(&named) {
+            true => message,
+            false => format!("{named}: {message}"),
+        }
+    })
 }
 
 fn run(data: &Path, pictures: &Path) -> Result<(), Box<dyn std::error::Error>> {

@@ -157,9 +157,34 @@ pub(crate) fn write_file(
 
 /// An error of the file `path` that says which file (a user trial's program, writing several
 /// reports, got `No such file or directory (os error 2)`): the same kind, the path before the
-/// message.
+/// message, and the system's error as its source (with its `raw_os_error`).
 pub(crate) fn naming(path: &Path, e: io::Error) -> io::Error {
-    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+    io::Error::new(
+        e.kind(),
+        FileError {
+            path: path.to_path_buf(),
+            error: e,
+        },
+    )
+}
+
+/// An I/O error and the file it was about (see [`naming`]).
+#[derive(Debug)]
+struct FileError {
+    path: std::path::PathBuf,
+    error: io::Error,
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.error)
+    }
+}
+
+impl std::error::Error for FileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
 }
 
 /// `message` without the `path: ` that [`naming`] put before it, for a line that names the path
