@@ -224,6 +224,28 @@ fn stripped_of_symbols_every_site_is_unknown_and_the_user_is_told_why() {
     assert_eq!(rows(&run, "site"), [(ALL_BLOCKS, "(unknown)")]);
 }
 
+#[test]
+fn a_program_whose_file_was_deleted_is_not_told_it_has_no_symbols() {
+    // The build of `without_debug_info_…`, which has its symbols, run from a copy that deletes
+    // itself before its sites are named.
+    build_and_run("no-debug-info", "-C force-frame-pointers=yes", "false");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-debug-info");
+    let copy = target.join("alloc_kinds-deleted");
+    std::fs::copy(target.join("release").join("alloc_kinds"), &copy).expect("copied");
+    let out = Command::new(&copy)
+        .env("ALLOC_KINDS_DELETE_SELF", "1")
+        .output()
+        .expect("fixture runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!copy.exists(), "the copy deleted itself");
+    assert!(
+        stderr.contains("was deleted or replaced since it started"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("has no symbols"), "{stderr}");
+}
+
 /// The release fixture without frame pointers, run under `HEAPDELTA=settings`, which must print
 /// no frame-pointer hint (`why` says why).
 fn run_without_frame_pointers_and_no_hint(settings: &str, why: &str) -> Run {

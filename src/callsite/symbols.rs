@@ -222,6 +222,26 @@ heapdelta:     debug = \"line-tables-only\"
     crate::config::write_stderr_once(&SAID, HINT);
 }
 
+/// Whether the program's executable file was deleted, or replaced by another (a rebuild, a
+/// deploy), since it started: its symbols are read from the file, so none can be, and it is not
+/// for lack of them that no site is named (a review saw a build with debug information told it
+/// had no symbols).
+fn executable_gone() -> bool {
+    std::fs::read_link("/proc/self/exe")
+        .is_ok_and(|path| path.to_string_lossy().ends_with(" (deleted)"))
+}
+
+/// Says once on stderr why every site is `(unknown)` when the executable file is gone.
+fn hint_executable_gone() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    const HINT: &[u8] = b"\
+heapdelta: this program's executable was deleted or replaced since it started (a rebuild, a
+heapdelta:   deploy), and its symbols are read from that file, so no call site can be named:
+heapdelta:   each reads `(unknown)`. Totals, size classes and steps are unaffected.
+";
+    crate::config::write_stderr_once(&SAID, HINT);
+}
+
 /// Symbolises, trims, folds and shortens `stack` (`cut`: it filled its capture's depth);
 /// frames under `own_dir` count as heapdelta's. What `known` holds is taken from it, and what this
 /// stack works out added to it.
@@ -233,7 +253,10 @@ fn resolve_stack(stack: &[usize], cut: bool, own_dir: &str, known: &mut Known) -
             hint_debug_information();
         }
         if without_symbols(stack, &raw) {
-            hint_symbols();
+            match executable_gone() {
+                true => hint_executable_gone(),
+                false => hint_symbols(),
+            }
         }
         let cwd = std::env::current_dir()
             .ok()
