@@ -184,7 +184,8 @@ heapdelta:   library, as to rayon's `for_each`, under the library's function) an
 heapdelta:   types are unknown. For file:line and types, add to Cargo.toml:
 heapdelta:     [profile.release]
 heapdelta:     debug = \"line-tables-only\"
-heapdelta:   (If it has that, its debug file was split off and is not where the binary names it.)
+heapdelta:   (If it has that: `strip = \"debuginfo\"` removes it, a profile only takes effect in
+heapdelta:   the workspace root, and a debug file split off must be where the binary names it.)
 ";
     crate::config::write_stderr_once(&SAID, HINT);
 }
