@@ -753,3 +753,27 @@ fn input_that_opens_like_json_and_then_is_not_is_refused_without_reading_it_all(
     assert!(matches!(err, Error::Format(_)), "{err:?}");
     assert!(input.read <= 1 << 20, "read {} bytes: {err}", input.read);
 }
+
+#[test]
+fn a_valid_file_reads_whatever_byte_of_a_number_its_reading_round_ends_on() {
+    // The first reading round ends at 256 KiB: put the end of `2.`, `2.5e` or `2.5e-` of the
+    // first checkpoint's `"seconds"` (written 0.25, and 2.5e-1 is the same) right there.
+    const ROUND_END: usize = 256 << 10;
+    let file = common::timeline_file();
+    let at = file.find("\"seconds\":0.25").expect("the demo has it") + "\"seconds\":".len();
+    for cut in ["2.", "2.5e", "2.5e-"] {
+        let padding = " ".repeat(ROUND_END - at - cut.len());
+        let text = format!(
+            "{}{padding}2.5e-1{}",
+            &file[..at],
+            &file[at + "0.25".len()..]
+        );
+        assert_eq!(
+            &text.as_bytes()[ROUND_END - cut.len()..ROUND_END],
+            cut.as_bytes()
+        );
+        let t = Timeline::read_json_from(text.as_bytes())
+            .unwrap_or_else(|e| panic!("cut after {cut:?}: {e}"));
+        assert_eq!(t.checkpoints().len(), demo_timeline().checkpoints().len());
+    }
+}

@@ -332,25 +332,46 @@ pub(crate) fn read_contents(mut r: impl Read) -> Result<Contents, Error> {
     })
 }
 
-/// Reads from `r` the rest of the JSON text `text` begins, no further than a little past where its
-/// syntax breaks: input that opens like JSON and then is not (`{` and then `/dev/zero`, or a
-/// stream that never ends) is refused soon after it is not, where it was read whole first (a user
-/// trial's FIFO took 2.9 GB to be told that column 2 was wrong). It reads in rounds, each four
-/// times all read so far, and checks the syntax of all of it after each; only an I/O error is
-/// returned: what is wrong with the text is the parse's to say.
+/// Reads from `r` the rest of the JSON text `text` begins, and stops soon after its syntax breaks:
+/// input that opens like JSON and then is not (`{` and then `/dev/zero`, or a stream that never
+/// ends) is refused once it is not, where it was read whole first (a user trial's FIFO took
+/// 2.9 GB to be told that column 2 was wrong). It reads in rounds, each three times all read
+/// before (so at most about four times what the broken part needs), and checks the syntax of all
+/// of it after each. An error in the last bytes read is not a break: a number cut after its `.`,
+/// `e` or `-` reads as invalid, not as cut (a review: a valid file was refused when a round ended
+/// there). Only an I/O error is returned: what is wrong with the text is the parse's to say.
+/// Endless whitespace after a value, or an endless string, is still read for as long as it comes.
 fn read_one_value(text: &mut Vec<u8>, mut r: impl Read) -> io::Result<()> {
+    /// Bytes at the end of a round whose error may be the cut's.
+    const CUT_MARGIN: usize = 64;
     loop {
         let round = (3 * text.len()).max(1 << 16) as u64;
         if r.by_ref().take(round).read_to_end(text)? < round as usize {
             return Ok(());
         }
         let mut json = serde_json::Deserializer::from_slice(text);
-        match IgnoredAny::deserialize(&mut json).and_then(|_| json.end()) {
+        if let Err(e) = IgnoredAny::deserialize(&mut json).and_then(|_| json.end()) {
+            let at = error_offset(text, e.line(), e.column());
             // Broken before the end of what was read: nothing further mends it.
-            Err(e) if !e.is_eof() => return Ok(()),
-            _ => {}
+            if !e.is_eof() && at + CUT_MARGIN < text.len() {
+                return Ok(());
+            }
         }
     }
+}
+
+/// The byte offset in `text` of serde_json's `line` and `column` (both counted from 1).
+fn error_offset(text: &[u8], line: usize, column: usize) -> usize {
+    let line_start = match line {
+        0 | 1 => 0,
+        n => text
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(n - 2)
+            .map_or(text.len(), |(i, _)| i + 1),
+    };
+    line_start + column.saturating_sub(1)
 }
 
 /// Checks what heapdelta's counters guarantee of any snapshot it wrote: nothing frees more than
