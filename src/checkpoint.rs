@@ -319,27 +319,11 @@ fn record(
     delta
 }
 
-/// Gives `snap` the peak of `prev`, the checkpoint before it, when that is higher, so that a
-/// timeline's peak never falls. While other threads allocate and free, a snapshot that reads more
-/// live bytes than the peak reports its live figure as its peak, and that figure can include
-/// blocks allocated and freed while it read: the peak it raises for later snapshots is what the
-/// heap certainly held, which can be less (a user trial's timeline peak fell 17% from one
-/// checkpoint to the next while threads churned).
-fn keep_peak(snap: &mut Snapshot, prev: &Snapshot) {
-    if snap.totals.peak_bytes < prev.totals.peak_bytes {
-        snap.totals.peak_bytes = prev.totals.peak_bytes;
-        snap.totals.peak_blocks = prev.totals.peak_blocks;
-    }
-}
-
 /// Appends `snap` to the timeline and returns the growth since the checkpoint before it. The
 /// chunks of its sites that did not change since that checkpoint are kept once, so a long run's
 /// timeline grows with the sites that change (and the growth is found in the others alone). With
 /// `keep` above 0, the timeline then holds at most `keep` checkpoints: the first and the latest.
 fn append(tl: &mut Vec<Snapshot>, mut snap: Snapshot, keep: usize) -> Delta {
-    if let Some(prev) = tl.last() {
-        keep_peak(&mut snap, prev);
-    }
     let delta = match tl.last() {
         Some(prev) => {
             snap.sites.share_with(&prev.sites);
@@ -393,11 +377,7 @@ pub(crate) fn timeline_then_snapshot(label: &str) -> Vec<Snapshot> {
     thread::untracked(|| {
         let tl = timeline_lock();
         let mut checkpoints = tl.clone();
-        let mut last = Snapshot::take(Some(label.to_string()), false);
-        if let Some(prev) = checkpoints.last() {
-            keep_peak(&mut last, prev);
-        }
-        checkpoints.push(last);
+        checkpoints.push(Snapshot::take(Some(label.to_string()), false));
         checkpoints
     })
 }
