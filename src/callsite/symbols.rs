@@ -652,31 +652,48 @@ fn is_std_path(file: &str) -> bool {
         || file.contains("/lib/rustlib/src/rust/library/")
 }
 
-/// How many of `raw`'s innermost frames are the allocator's: heapdelta's own, the shims rustc
-/// generates (`__rust_alloc`, `__rg_alloc` …), which an optimised build keeps as frames with what
-/// it inlined inside, and methods of `GlobalAlloc` implementations, which a build without inlining
-/// keeps (the shims jump to them, and leave no frame): a program's own allocator around the
-/// tracker, or a plugin's that forwards to the program's. `alloc`'s functions between them
-/// (`alloc::alloc::alloc`) do not end the run, but it ends at the first other frame, so that a
-/// program's own allocator type, called by its code and taking memory from the global allocator,
-/// keeps its frames (a review).
+/// How many of `raw`'s innermost frames are the allocator's: all those inward of where the request
+/// entered the global allocator. That is the shim rustc generates (`__rust_alloc`, `__rg_alloc`
+/// …) where a frame of it is left, else the first of `alloc`'s allocation functions
+/// (`alloc::alloc::alloc`), which call the shims. Inward of it lie heapdelta's frames and those of
+/// any allocator around the tracker, its helpers included (a user trial found every site named
+/// after its wrapper's `alloc`, a review after the wrapper's helper); outward of it, a
+/// `GlobalAlloc` method is a program's own allocator type, called by its code, and keeps its
+/// frames. A wrapper that ends in a call (a tail call) leaves no frame of the shim, nor of its
+/// `alloc`: then the request entered where the standard library's frames begin, if a few frames
+/// at most lie between them and heapdelta's, and otherwise right after heapdelta's.
 fn allocator_frames(raw: &[RawFrame]) -> usize {
-    let mut end = 0;
-    for (i, f) in raw.iter().enumerate() {
-        let function = f.frame.function.as_str();
-        if f.origin == Origin::Allocator
-            || function.contains(" as core::alloc::global::GlobalAlloc>::")
-        {
-            end = i + 1;
-        } else if !(f.origin == Origin::Std
+    /// The most frames of a wrapper's taken as its own when nothing marks where it ends.
+    const WRAPPER_FRAMES: usize = 4;
+    let is_request = |f: &RawFrame| {
+        f.origin == Origin::Std
             && ["alloc::alloc::", "<alloc::alloc::Global", "std::alloc::"]
                 .iter()
-                .any(|p| function.starts_with(p)))
-        {
-            break;
-        }
+                .any(|p| f.frame.function.starts_with(p))
+    };
+    let heapdelta = raw
+        .iter()
+        .position(|f| f.origin != Origin::Allocator)
+        .unwrap_or(raw.len());
+    if heapdelta == 0 {
+        // Not captured inside the allocator.
+        return 0;
     }
-    end
+    match raw.iter().position(|f| is_shim(f) || is_request(f)) {
+        Some(i) if is_shim(&raw[i]) => i + 1,
+        Some(i) => i,
+        None => match raw.iter().position(|f| f.origin == Origin::Std) {
+            Some(i) if i <= heapdelta + WRAPPER_FRAMES => i,
+            _ => heapdelta,
+        },
+    }
+}
+
+/// Whether `f` is one of the allocator shims rustc generates for `#[global_allocator]`.
+fn is_shim(f: &RawFrame) -> bool {
+    let function = f.frame.function.as_str();
+    let bare = function.strip_prefix("__rustc::").unwrap_or(function);
+    f.origin == Origin::Allocator && SHIM_PREFIXES.iter().any(|p| bare.starts_with(p))
 }
 
 /// Whether a std frame is in the `alloc` or `core` crate: `Box::new`, `RawVec`,
