@@ -729,11 +729,8 @@ fn a_file_that_cannot_be_written_is_named_in_the_error() {
     let path = std::env::temp_dir().join("heapdelta-no-such-dir/run.json");
     let err = demo_timeline().write_json(&path).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
-    // The system's error is kept as the source, with its number.
-    let system = std::error::Error::source(err.get_ref().unwrap())
-        .and_then(|e| e.downcast_ref::<std::io::Error>())
-        .unwrap();
-    assert_eq!(system.raw_os_error(), Some(2));
+    // Said once, not again by a source (a chain printed one by one would repeat it).
+    assert!(std::error::Error::source(err.get_ref().unwrap()).is_none());
     assert!(
         err.to_string()
             .starts_with(&format!("{}: ", path.display())),

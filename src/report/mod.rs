@@ -157,7 +157,7 @@ pub(crate) fn write_file(
 
 /// An error of the file `path` that says which file (a user trial's program, writing several
 /// reports, got `No such file or directory (os error 2)`): the same kind, the path before the
-/// message, and the system's error as its source (with its `raw_os_error`).
+/// message.
 pub(crate) fn naming(path: &Path, e: io::Error) -> io::Error {
     io::Error::new(
         e.kind(),
@@ -181,9 +181,11 @@ impl std::fmt::Display for FileError {
     }
 }
 
+// The system's message is in the text already: its source is the system error's own (none, for an
+// OS error), so that a chain of errors printed one by one says it once (a review).
 impl std::error::Error for FileError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        self.error.source()
     }
 }
 
