@@ -226,12 +226,15 @@ fn stripped_of_symbols_every_site_is_unknown_and_the_user_is_told_why() {
 
 #[test]
 fn a_program_whose_file_was_deleted_is_not_told_it_has_no_symbols() {
-    // The build of `without_debug_info_…`, which has its symbols, run from a copy that deletes
-    // itself before its sites are named.
+    // The build of `without_debug_info_…`, which has its symbols, run under a second name that it
+    // deletes before its sites are named.
     build_and_run("no-debug-info", "-C force-frame-pointers=yes", "false");
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-debug-info");
     let copy = target.join("alloc_kinds-deleted");
-    std::fs::copy(target.join("release").join("alloc_kinds"), &copy).expect("copied");
+    // A second name for the file, not a copy: a copy's write handle, inherited by a process
+    // another test starts meanwhile, can make running it fail (ETXTBSY; a review).
+    let _ = std::fs::remove_file(&copy);
+    std::fs::hard_link(target.join("release").join("alloc_kinds"), &copy).expect("linked");
     let out = Command::new(&copy)
         .env("ALLOC_KINDS_DELETE_SELF", "1")
         .output()
