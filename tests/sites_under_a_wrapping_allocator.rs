@@ -85,6 +85,21 @@ fn sites_are_named_after_the_code_that_allocated_not_the_wrapper() {
     assert_eq!(index_sites[0].site.type_name(), "Vec<u64>", "{delta}");
 }
 
+/// The live blocks of the sites named after a function whose name contains `part`.
+fn blocks_of_sites_in(delta: &heapdelta::Delta, part: &str) -> i64 {
+    delta
+        .sites()
+        .iter()
+        .filter(|s| {
+            s.site
+                .frames()
+                .first()
+                .is_some_and(|f| f.function.contains(part))
+        })
+        .map(|s| s.live_blocks)
+        .sum()
+}
+
 /// A program's own allocator type, called by its code (not the global allocator): it takes each
 /// block from the global one, as a chunk it keeps.
 struct Arena {
@@ -119,18 +134,7 @@ fn a_programs_own_allocator_called_by_its_code_keeps_its_frames() {
         chunks: Mutex::new(Vec::with_capacity(100)),
     };
     let ((), delta) = heapdelta::measure(|| parse_into(&arena));
-    let chunk_blocks: i64 = delta
-        .sites()
-        .iter()
-        .filter(|s| {
-            s.site
-                .frames()
-                .first()
-                .is_some_and(|f| f.function.contains("Arena"))
-        })
-        .map(|s| s.live_blocks)
-        .sum();
-    assert_eq!(chunk_blocks, 30, "{delta}");
+    assert_eq!(blocks_of_sites_in(&delta, "Arena"), 30, "{delta}");
 }
 
 /// A program's own allocator type that takes each block from the global allocator directly
@@ -167,18 +171,7 @@ fn parse_into_direct(arena: &DirectArena, kept: &mut Vec<*mut u8>) {
 fn a_programs_own_allocator_that_takes_from_the_global_one_keeps_its_frames() {
     let mut kept = Vec::with_capacity(30);
     let ((), delta) = heapdelta::measure(|| parse_into_direct(&DirectArena, &mut kept));
-    let arena_blocks: i64 = delta
-        .sites()
-        .iter()
-        .filter(|s| {
-            s.site
-                .frames()
-                .first()
-                .is_some_and(|f| f.function.contains("DirectArena"))
-        })
-        .map(|s| s.live_blocks)
-        .sum();
-    assert_eq!(arena_blocks, 30, "{delta}");
+    assert_eq!(blocks_of_sites_in(&delta, "DirectArena"), 30, "{delta}");
     for p in kept {
         // SAFETY: each block came from `DirectArena::alloc` with this layout.
         unsafe { DirectArena.dealloc(p, Layout::from_size_align(200, 8).unwrap()) };
