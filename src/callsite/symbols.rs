@@ -1336,6 +1336,104 @@ mod tests {
         }
     }
 
+    /// Frames for `allocator_frames`: heapdelta's, then `rest`, each a function and a file
+    /// (`None`: std's alloc crate).
+    fn allocation_stack(rest: &[(&str, Option<&str>)]) -> Vec<RawFrame> {
+        let own = Some("/work/heapdelta/src/tracker.rs");
+        let std_file = format!("{STD}/alloc/src/alloc.rs");
+        let mut frames = vec![
+            raw("<heapdelta::record::Recording>::on_alloc", own, 10),
+            raw(
+                "<heapdelta::tracker::Tracker as core::alloc::global::GlobalAlloc>::alloc",
+                own,
+                20,
+            ),
+        ];
+        frames.extend(
+            rest.iter()
+                .map(|(f, file)| raw(f, Some(file.unwrap_or(&std_file)), 30)),
+        );
+        frames
+    }
+
+    const APP: Option<&str> = Some("/home/u/app/src/main.rs");
+
+    #[test]
+    fn the_allocator_runs_to_the_shim_with_a_wrapper_inside_it() {
+        let frames = allocation_stack(&[
+            (
+                "<app::Counting as core::alloc::global::GlobalAlloc>::alloc",
+                APP,
+            ),
+            ("__rustc::__rg_alloc", APP),
+            ("alloc::alloc::alloc", None),
+            ("app::load", APP),
+        ]);
+        assert_eq!(allocator_frames(&frames), 4);
+    }
+
+    #[test]
+    fn the_allocator_runs_to_allocs_functions_when_no_shim_is_left() {
+        let frames = allocation_stack(&[
+            ("<app::Budget>::within_budget", APP),
+            (
+                "<app::Budget as core::alloc::global::GlobalAlloc>::alloc",
+                APP,
+            ),
+            ("alloc::alloc::alloc", None),
+            ("app::load", APP),
+        ]);
+        assert_eq!(allocator_frames(&frames), 4);
+    }
+
+    #[test]
+    fn a_programs_allocator_outward_of_the_request_is_the_programs() {
+        let frames = allocation_stack(&[
+            ("__rustc::__rg_alloc", APP),
+            ("alloc::alloc::alloc", None),
+            (
+                "<app::Arena as core::alloc::global::GlobalAlloc>::alloc",
+                APP,
+            ),
+            ("app::parse", APP),
+        ]);
+        assert_eq!(allocator_frames(&frames), 3);
+    }
+
+    #[test]
+    fn a_wrapper_that_left_no_shim_ends_where_std_begins_within_four_frames() {
+        let near = allocation_stack(&[
+            ("<app::Budget>::within_budget", APP),
+            ("<alloc::raw_vec::RawVecInner>::finish_grow", None),
+            ("app::load", APP),
+        ]);
+        assert_eq!(allocator_frames(&near), 3);
+        // Five frames of the program's before std's: a program calling the allocator itself, not
+        // a wrapper; heapdelta's frames alone are the allocator's.
+        let mut far = allocation_stack(&[("app::a", APP); 5]);
+        let raw_vec = format!("{STD}/alloc/src/raw_vec/mod.rs");
+        far.push(raw(
+            "<alloc::raw_vec::RawVecInner>::finish_grow",
+            Some(&raw_vec),
+            1,
+        ));
+        assert_eq!(far[7].origin, Origin::Std);
+        assert_eq!(allocator_frames(&far), 2);
+    }
+
+    #[test]
+    fn a_stack_not_captured_inside_the_allocator_has_no_allocator_frames() {
+        let frames = vec![
+            raw("app::load", APP, 1),
+            raw(
+                "alloc::alloc::alloc",
+                Some(&format!("{STD}/alloc/src/alloc.rs")),
+                2,
+            ),
+        ];
+        assert_eq!(allocator_frames(&frames), 0);
+    }
+
     #[test]
     fn std_frames_between_the_programs_lose_their_generic_arguments_and_the_programs_keep_theirs() {
         let app = |f: &str, line| raw(f, Some("/home/u/app/src/main.rs"), line);
