@@ -692,6 +692,17 @@ fn plot_draws_a_timeline() {
 }
 
 #[test]
+fn an_output_that_cannot_be_written_is_named_once() {
+    let dir = demo("unwritable");
+    let out = dir.join("no-such-dir").join("out.pb.gz");
+    let input = dir.join("step4.json");
+    let run = heapdelta(["export", "--format", "pprof", arg(&input), "-o", arg(&out)]);
+    assert_one_line_failure(&run, 1, "No such file");
+    // The library's error names the file already; the command does not say it again.
+    assert_eq!(run.stderr.matches("out.pb.gz").count(), 1, "{}", run.stderr);
+}
+
+#[test]
 fn export_writes_pprof_and_dhat() {
     let dir = demo("export");
     let (pprof, dhat) = (dir.join("out.pb.gz"), dir.join("out.dhat.json"));

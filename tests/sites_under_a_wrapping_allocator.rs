@@ -85,19 +85,10 @@ fn sites_are_named_after_the_code_that_allocated_not_the_wrapper() {
     assert_eq!(index_sites[0].site.type_name(), "Vec<u64>", "{delta}");
 }
 
-/// The live blocks of the sites named after a function whose name contains `part`.
-fn blocks_of_sites_in(delta: &heapdelta::Delta, part: &str) -> i64 {
-    delta
-        .sites()
-        .iter()
-        .filter(|s| {
-            s.site
-                .frames()
-                .first()
-                .is_some_and(|f| f.function.contains(part))
-        })
-        .map(|s| s.live_blocks)
-        .sum()
+/// The live blocks of the sites named after `arena`'s `GlobalAlloc::alloc`.
+fn blocks_of_sites_in(delta: &heapdelta::Delta, arena: &str) -> i64 {
+    let alloc = format!("::{arena} as core::alloc::global::GlobalAlloc>::alloc");
+    sites_of(delta, &alloc).iter().map(|s| s.live_blocks).sum()
 }
 
 /// A program's own allocator type, called by its code (not the global allocator): it takes each

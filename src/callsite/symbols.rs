@@ -535,8 +535,6 @@ const STD_NAME_PREFIXES: &[&str] = &[
 ];
 
 fn origin(function: &str, file: Option<&str>, line: Option<u32>, own_dir: &str) -> Origin {
-    // rustc 1.9x names the shims `__rustc::__rust_alloc` …
-    let bare = function.strip_prefix("__rustc::").unwrap_or(function);
     // (Before the shims: `__rust_begin_short_backtrace` starts as they do.)
     if RUNTIME_NAMES.contains(&function)
         || RUNTIME_PREFIXES.iter().any(|p| function.starts_with(p))
@@ -545,7 +543,7 @@ fn origin(function: &str, file: Option<&str>, line: Option<u32>, own_dir: &str) 
     {
         return Origin::Runtime;
     }
-    if SHIM_PREFIXES.iter().any(|p| bare.starts_with(p)) {
+    if is_shim_name(function) {
         return Origin::Allocator;
     }
     match file {
@@ -689,11 +687,16 @@ fn allocator_frames(raw: &[RawFrame]) -> usize {
     }
 }
 
-/// Whether `f` is one of the allocator shims rustc generates for `#[global_allocator]`.
+/// Whether `f` is one of the allocator shims rustc generates for `#[global_allocator]` (`origin`
+/// gives the runtime's `__rust_begin_short_backtrace`, named alike, to the runtime).
 fn is_shim(f: &RawFrame) -> bool {
-    let function = f.frame.function.as_str();
+    f.origin == Origin::Allocator && is_shim_name(&f.frame.function)
+}
+
+/// Whether `function` is named as an allocator shim (rustc 1.9x: `__rustc::__rust_alloc` …).
+fn is_shim_name(function: &str) -> bool {
     let bare = function.strip_prefix("__rustc::").unwrap_or(function);
-    f.origin == Origin::Allocator && SHIM_PREFIXES.iter().any(|p| bare.starts_with(p))
+    SHIM_PREFIXES.iter().any(|p| bare.starts_with(p))
 }
 
 /// Whether a std frame is in the `alloc` or `core` crate: `Box::new`, `RawVec`,
