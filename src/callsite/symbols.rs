@@ -474,7 +474,10 @@ fn program_frames_of_merged_code(raw: &mut [RawFrame]) {
 /// frame of it is taken as std's only when it lacks both, and the site is then named one frame
 /// further out, still in the program. Only a name without a path: fuller debug information
 /// names a function with its path (`app::summarize::{{closure}}`), which `origin` reads already.
-/// Outermost first, so a run of such frames goes to std.
+/// A frame with a file but line 0 tells no more: the file is the compiled function's, the
+/// program's (a cross-check against DHAT: `String::with_capacity` in a program's `churn` was
+/// counted at `try_allocate_in (src/bin/steps.rs)`). Outermost first, so a run of such frames
+/// goes to std.
 fn std_frames_without_location(raw: &mut [RawFrame]) {
     for i in (0..raw.len().saturating_sub(1)).rev() {
         let caller_is_std = raw[i + 1].origin == Origin::Std;
@@ -483,7 +486,7 @@ fn std_frames_without_location(raw: &mut [RawFrame]) {
         let pathless = !name[..name.find('<').unwrap_or(name.len())].contains("::");
         if caller_is_std
             && f.inlined
-            && f.frame.file.is_none()
+            && matches!(f.frame.line, None | Some(0))
             && f.origin == Origin::User
             && pathless
         {
@@ -1488,6 +1491,30 @@ mod tests {
         frames.push(raw("process", Some("/home/u/app/src/main.rs"), 80));
         let site = build(frames, Some("/home/u/app/"));
         assert_eq!(site.to_string(), "gen_text (src/main.rs:45)");
+    }
+
+    #[test]
+    fn a_frame_with_the_programs_file_at_line_0_inlined_into_std_is_stds() {
+        let mut frames = to_string_inlined_without_a_location();
+        frames[0] = raw(
+            "try_allocate_in<alloc::alloc::Global>",
+            Some("/home/u/app/src/main.rs"),
+            0,
+        );
+        assert_eq!(frames[0].origin, Origin::User);
+        std_frames_without_location(&mut frames);
+        assert_eq!(frames[0].origin, Origin::Std);
+        let site = build(frames, Some("/home/u/app/"));
+        assert_eq!(site.to_string(), "gen_text (src/main.rs:45)");
+    }
+
+    #[test]
+    fn a_frame_of_the_programs_with_a_line_inlined_into_std_stays_the_programs() {
+        // A closure of the program's inlined into std's iterator code.
+        let mut frames = to_string_inlined_without_a_location();
+        frames[0] = raw("{closure#0}", Some("/home/u/app/src/main.rs"), 44);
+        std_frames_without_location(&mut frames);
+        assert_eq!(frames[0].origin, Origin::User);
     }
 
     #[test]
