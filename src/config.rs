@@ -10,6 +10,7 @@
 //! | `keep` | a number of checkpoints, at least 2 | keep the first checkpoint and the latest, dropping the ones between |
 //! | `signals` | `on`, `off` | with `report`, also write it when SIGTERM, SIGINT or SIGHUP stops the process (see `signals.rs`) |
 //! | `rewrite` | `on`, `off` | with `report` and `every`, also rewrite the report after the clock's checkpoints (see `write_report_so_far`) |
+//! | `seed` | a whole number (0 the default) | where sampling's random sequences start: another seed draws another sample |
 //!
 //! A malformed entry is reported as one line naming its key, and that setting keeps its default;
 //! the other entries still apply.
@@ -46,10 +47,11 @@ pub(crate) struct Config {
     pub keep: Option<usize>,
     pub signals: Option<bool>,
     pub rewrite: Option<bool>,
+    pub seed: Option<u64>,
 }
 
 /// The keys, as messages list them.
-const KEYS: &str = "sites, depth, report, every, keep, signals, rewrite";
+const KEYS: &str = "sites, depth, report, every, keep, signals, rewrite, seed";
 
 /// Parses a `HEAPDELTA` value: the settings, and one message per bad entry.
 pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
@@ -109,6 +111,10 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
             }),
             "signals" => parse_on_off(val).map(|on| config.signals = Some(on)),
             "rewrite" => parse_on_off(val).map(|on| config.rewrite = Some(on)),
+            "seed" => val
+                .parse::<u64>()
+                .map(|seed| config.seed = Some(seed))
+                .map_err(|_| format!("expected a whole number from 0 to {}", u64::MAX)),
             _ => Err(format!("unknown key (keys: {KEYS})")),
         };
         if let Err(why) = parsed {
@@ -122,6 +128,7 @@ pub(crate) fn parse(value: &str) -> (Config, Vec<String>) {
                 "keep" => config.keep = None,
                 "signals" => config.signals = None,
                 "rewrite" => config.rewrite = None,
+                "seed" => config.seed = None,
                 _ => {}
             }
             errors.push(format!(
@@ -228,6 +235,8 @@ static REPORT_PID: AtomicU32 = AtomicU32::new(0);
 static REWRITE: AtomicBool = AtomicBool::new(false);
 /// Whether a failure to rewrite the report has been said (see `write_report_so_far`).
 static REWRITE_SAID: AtomicBool = AtomicBool::new(false);
+/// `seed=`: mixed into every thread's sampling seed (see `sampling_seed`).
+static SEED: AtomicU64 = AtomicU64::new(0);
 
 /// Whether `HEAPDELTA` has been read: the condition for a thread to record directly.
 pub(crate) fn applied() -> bool {
@@ -354,6 +363,14 @@ fn pack(config: &Config) -> u64 {
     mode | depth << 2 | mean << 9
 }
 
+/// The `seed=` given in `HEAPDELTA` (0 when none): every thread's sampler starts from a sequence
+/// of its own that this shifts, so that a run is repeatable and another seed draws another sample.
+/// A thread that starts while another reads the variable (before `main`, when a program has one
+/// thread) is seeded without it.
+pub(crate) fn sampling_seed() -> u64 {
+    SEED.load(Ordering::Relaxed)
+}
+
 /// Reads and applies `HEAPDELTA` once per process. Called by the tracker on a thread's first event,
 /// with the reentrancy guard set (so what this allocates is not counted).
 #[cold]
@@ -385,6 +402,8 @@ pub(crate) fn apply_once() {
         for e in errors {
             say(&e);
         }
+        // Before the clock's thread starts: its sampler is seeded from it too.
+        SEED.store(config.seed.unwrap_or(0), Ordering::Relaxed);
         let own = OWN_SETTINGS.load(Ordering::Relaxed);
         OVERRIDE.store(unchanged(pack(&config), own), Ordering::Relaxed);
         if let Some(path) = config.report {
@@ -853,6 +872,17 @@ mod tests {
         assert_eq!(bad("every=1e300").0.every, None);
         assert_eq!(bad("every=0.01").0.every, None);
         assert_eq!(ok("every=0.1").every, Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn a_seed_is_any_64_bit_whole_number() {
+        assert_eq!(ok("seed=0").seed, Some(0));
+        assert_eq!(ok("seed=18446744073709551615").seed, Some(u64::MAX));
+        for val in ["-1", "18446744073709551616", "0x10", "time", ""] {
+            let (c, msg) = bad(&format!("seed={val}"));
+            assert_eq!(c.seed, None, "{val}");
+            assert!(msg.contains("expected a whole number"), "{msg}");
+        }
     }
 
     #[test]

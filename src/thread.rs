@@ -959,19 +959,25 @@ fn claim(st: &State) -> &'static Slot {
     let was = st.set_busy(true);
     let (i, mut slot) = stats::claim();
     // Registering the destructor may allocate; the guard is set, so that allocation is untracked.
-    if OWNER.try_with(|_| ()).is_err() {
+    let own = OWNER.try_with(|_| ()).is_ok();
+    if own {
+        st.index.set(i);
+        st.owned.set(true);
+    } else {
         // Too late to register: give the slot back and use the shared one from now on.
         stats::release(i);
         slot = stats::shared_slot();
-    } else {
-        st.index.set(i);
-        st.owned.set(true);
-        // Each slot's sampler starts from its own fixed seed, so runs are repeatable.
-        st.sampler
-            .reseed(0x5EED_0000_0000_0000 ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     }
     st.slot.set(slot);
     config::apply_once();
+    if own {
+        // Each slot's sampler starts from its own seed, fixed but for `HEAPDELTA`'s `seed=`
+        // (read just above), so runs are repeatable.
+        let seed = config::sampling_seed().wrapping_mul(0xD1B5_4A32_D192_ED03);
+        st.sampler.reseed(
+            0x5EED_0000_0000_0000 ^ seed ^ u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+    }
     st.set_busy(was);
     slot
 }

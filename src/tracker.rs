@@ -20,7 +20,9 @@ pub enum CallSites {
     Exact,
     /// Allocations are sampled with a probability proportional to their size (on average one
     /// sample every `mean_bytes` bytes); per-site figures are scaled to unbiased estimates, while
-    /// totals and size classes stay exact.
+    /// totals and size classes stay exact. Each thread's random sequence starts from a fixed
+    /// seed, so a run of the same program repeats the same sample; `HEAPDELTA=seed=N` draws
+    /// another.
     Sampled {
         /// Mean bytes between two samples; 0 or 1 samples every allocation (exact sites, at the
         /// sampled path's cost).

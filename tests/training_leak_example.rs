@@ -380,6 +380,17 @@ fn heapdelta_sites_off_turns_call_sites_off() {
 }
 
 #[test]
+fn heapdelta_seed_draws_another_sample_and_the_same_seed_the_same_one() {
+    let sampled =
+        |seed: &str| run_with_env(&["--steps", "6"], &format!("sites=sampled:65536{seed}")).0;
+    let (unseeded, zero) = (sampled(""), sampled(",seed=0"));
+    assert_eq!(unseeded, zero, "seed 0 is the default");
+    let (one, again) = (sampled(",seed=1"), sampled(",seed=1"));
+    assert_eq!(one, again, "a seed repeats its sample");
+    assert_ne!(one, zero, "another seed draws another sample");
+}
+
+#[test]
 fn a_malformed_heapdelta_value_is_one_line_naming_the_key_and_defaults_are_kept() {
     let (out, err) = run_with_env(&["--steps", "6"], "depth=lots");
     let lines: Vec<&str> = err.lines().collect();
