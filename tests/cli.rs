@@ -145,6 +145,23 @@ fn show_adds_up_the_entries_of_one_site_without_overflow() {
 }
 
 #[test]
+fn show_says_why_a_snapshot_without_call_sites_lists_none() {
+    let dir = common::temp_dir("show_no_sites");
+    let mut file = common::snapshot(4);
+    file["sites"] = serde_json::json!([]);
+    let path = dir.join("off.json");
+    std::fs::write(&path, common::snapshot_file_of(file)).unwrap();
+    let run = heapdelta(["show", arg(&path)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("no call site was recorded (the run had HEAPDELTA=sites=off"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
 fn show_top_counts_the_snapshots_sites_it_cuts() {
     let dir = demo("show_snapshot_top");
     let run = heapdelta(["show", arg(&dir.join("step4.json")), "--top", "1"]);

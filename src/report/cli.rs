@@ -480,6 +480,15 @@ fn describe(s: &Snapshot, top: usize) -> String {
         })
         .collect();
     out += &text::table_rows(["live bytes", "blocks", "allocs", "site"], rows);
+    // An empty table says why (a user trial's `sites=off` snapshot showed only its header).
+    if holding.is_empty() && t.total_blocks > 0 {
+        let why = if !s.sites_recorded() {
+            crate::report::folded::NO_SITE_RECORDED
+        } else {
+            "no call site holds live bytes"
+        };
+        let _ = writeln!(out, "{:>12}  ({why})", "");
+    }
     // The sites `top` cut are counted, as `diff` counts its rows (a README audit).
     if let Some(cut) = holding.get(top..).filter(|cut| !cut.is_empty()) {
         // Saturating: a file's sites are bounded one by one, not in sum (a fuzz run's two of
