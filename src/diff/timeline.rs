@@ -158,10 +158,24 @@ impl Timeline {
     /// When the growth detector follows one kind of checkpoint only (see `unbroken_step_ends`),
     /// which: for the lines that name its window.
     pub(crate) fn detector_follows(&self) -> Option<&'static str> {
-        steps_of(self.unbroken()).map(|by_clock| match by_clock {
-            true => "the clock's checkpoints (every=)",
-            false => "the program's checkpoints",
-        })
+        steps_of(self.unbroken()).map(kind_of_checkpoints)
+    }
+
+    /// When the growth detector follows one kind of checkpoint only: the sites that grew at every
+    /// step between checkpoints of the other kind (as [`growing`](Timeline::growing) finds them
+    /// over those), the last of those checkpoints, and the kind's name; `None` when none grew so.
+    /// Said when the kind followed finds nothing: a user trial's file, whose program leaked at
+    /// each of its 600 checkpoints while four of the clock's ticks rose and the last held, read
+    /// `none`, where the program's own timeline named the leak.
+    pub(crate) fn growing_by_the_other_kind(
+        &self,
+    ) -> Option<(&Snapshot, &'static str, Vec<Growth>)> {
+        let ends = self.unbroken();
+        let followed = steps_of(ends)?;
+        let other: Vec<&Snapshot> = ends.iter().filter(|s| s.by_clock != followed).collect();
+        let growing = growing_at_every_step(&other);
+        let last = *other.last()?;
+        (!growing.is_empty()).then(|| (last, kind_of_checkpoints(!followed), growing))
     }
 
     /// Whether the live total rose in each of the steps [`growing`](Timeline::growing) looks
@@ -489,6 +503,15 @@ fn growing_over(ends: &[&Snapshot], k: usize, n: usize) -> Vec<Growth> {
         });
         out
     })
+}
+
+/// The name of the checkpoints the clock took (`by_clock`), or the program's, as the detector's
+/// lines give it.
+fn kind_of_checkpoints(by_clock: bool) -> &'static str {
+    match by_clock {
+        true => "the clock's checkpoints (every=)",
+        false => "the program's checkpoints",
+    }
 }
 
 /// Of step ends taken by both the program and heapdelta's clock, which kind the growth detector

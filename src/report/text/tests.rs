@@ -825,6 +825,35 @@ fn ticks_inside_each_of_a_few_batches_keep_the_steps_to_the_program() {
 }
 
 #[test]
+fn a_leak_the_clocks_steps_miss_is_named_from_the_programs_checkpoints() {
+    // A user trial's file: the program leaked at each of its checkpoints, the clock's ticks
+    // rose four times and then held after the loop, and the detector, following the clock, said
+    // only `none`.
+    let mut points = vec![(0, true)];
+    let mut blocks = 0;
+    for _ in 0..4 {
+        for _ in 0..10 {
+            blocks += 1;
+            points.push((blocks, false));
+        }
+        points.push((blocks, true));
+    }
+    points.extend([(blocks, true), (blocks, true)]);
+    let text = leak_timeline(&points).to_string();
+    let lines: Vec<&str> = text.lines().take(3).collect();
+    assert_eq!(
+        lines,
+        [
+            "growing at every step, between the clock's checkpoints (every=): none",
+            "growing at every step between the program's checkpoints (last 5 steps, up to \
+             \"step 43\"):",
+            "         +40 B over 5 steps  leak (src/main.rs:7)  [(unknown)]",
+        ],
+        "{text}"
+    );
+}
+
+#[test]
 fn no_growth_between_one_kinds_checkpoints_names_the_kind() {
     let mut points: Vec<(u64, bool)> = (0..4).map(|_| (5, false)).collect();
     points.extend((0..4).map(|_| (5, true)));

@@ -50,6 +50,17 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
         {
             grown_in_some_steps(t, &[], &mut lines);
         }
+        if let Some((last, kind, growing)) = t.growing_by_the_other_kind() {
+            let name = match last.label() {
+                Some(label) => format!("{:?}", OneLine(label).to_string()),
+                None => "the last of them".to_string(),
+            };
+            lines.push(format!(
+                "growing at every step between {kind} (last {} steps, up to {name}):",
+                growing[0].steps
+            ));
+            growth_rows(t, &growing, top, &mut lines);
+        }
     }
     // A blank line between the suspects and the steps.
     lines.push(String::new());
