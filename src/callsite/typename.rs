@@ -19,6 +19,8 @@
 //! type: `None`. Where only a merged compiled function names it, the type can be a twin of the
 //! same layout.
 
+use std::borrow::Cow;
+
 use super::site::Frame;
 
 /// What a standard-library module allocates.
@@ -571,6 +573,7 @@ fn unwrap_type(ty: &str, wrapper: &str) -> Option<String> {
 /// the function it belongs to (`app::handle::{async_fn_env#0}` → `handle::{async_fn_env#0}`:
 /// a user trial's task cells all read `{async_fn_env#0}`).
 pub(crate) fn pretty(ty: &str) -> String {
+    let ty = without_impl_blocks(ty);
     let mut out = String::with_capacity(ty.len());
     let mut token = String::new();
     let flush = |token: &mut String, out: &mut String| {
@@ -598,6 +601,34 @@ pub(crate) fn pretty(ty: &str) -> String {
     out.replace(", Global>", ">")
 }
 
+/// `ty` without the impl blocks in its paths (`app::{impl#4}::new::{closure_env#0}` is
+/// `app::new::{closure_env#0}`), which name no type: a path through one was cut at its `}`, and
+/// `pretty` showed the rest without its `::` (`app::{impl#4}new::{closure_env#0}`, a user trial).
+fn without_impl_blocks(ty: &str) -> Cow<'_, str> {
+    const OPEN: &str = "{impl#";
+    if !ty.contains(OPEN) {
+        return Cow::Borrowed(ty);
+    }
+    let mut out = String::with_capacity(ty.len());
+    let mut rest = ty;
+    while let Some(at) = rest.find(OPEN) {
+        let after = &rest[at + OPEN.len()..];
+        let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        match after[digits..].strip_prefix("}::") {
+            Some(tail) if digits > 0 => {
+                out.push_str(&rest[..at]);
+                rest = tail;
+            }
+            _ => {
+                out.push_str(&rest[..at + OPEN.len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -614,6 +645,14 @@ mod tests {
             "Box<Cell<handle::{async_fn_env#0}, Arc<Handle>>>"
         );
         assert_eq!(pretty("app::main::{closure#1}"), "main::{closure#1}");
+    }
+
+    #[test]
+    fn a_state_written_in_an_impl_block_is_named_after_its_function() {
+        assert_eq!(
+            pretty("alloc::boxed::Box<std::thread::Builder::spawn_unchecked::{closure_env#1}<app::{impl#4}::new::{closure_env#0}, ()>>"),
+            "Box<spawn_unchecked::{closure_env#1}<new::{closure_env#0}, ()>>"
+        );
     }
 
     #[test]
