@@ -32,7 +32,7 @@ use std::sync::{Mutex, MutexGuard};
 use super::buffer::STACK_WORDS;
 use super::intern::{self, SiteId, NO_SITE, OVERFLOW};
 use super::loaded;
-use super::site::{Frame, Site, CUT_MARK};
+use super::site::{shown_name, Frame, Site, CUT_MARK};
 use super::typename;
 
 /// Resolved sites, by id.
@@ -758,11 +758,14 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
         // every stack its tests recorded.
         (Some(first), Some(last)) => {
             let trimmed = raw[..first].to_vec();
-            let kept = raw[first..=last]
+            let mut kept: Vec<RawFrame> = raw[first..=last]
                 .iter()
                 .filter(|f| f.origin != Origin::Allocator)
                 .cloned()
                 .collect();
+            if let Some(outermost) = kept.last_mut() {
+                name_from_outside(outermost, &raw[last + 1..]);
+            }
             (trimmed, kept)
         }
         // No user frame (an allocation of std's own start-up, say): keep the std frames outside
@@ -845,6 +848,19 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
         }))
         .collect();
     Site::with_type(kept, type_name)
+}
+
+/// Names the program's outermost frame, when it is a closure named without its path
+/// (`{closure#0}`, as line tables name it), after the function that wrote it, as the frames
+/// outward of it tell and the site will not keep: a closure a thread runs is called by std's
+/// thread start, whose frames carry its state (`__rust_begin_short_backtrace<app::{impl#4}::new::
+/// {closure_env#0}, …>`), and was shown bare (a user trial's worker, `{closure#0}
+/// (src/lib.rs:235)`; now `{closure#0} in new`). See `site::shown_name`.
+fn name_from_outside(outermost: &mut RawFrame, outside: &[RawFrame]) {
+    let named = shown_name(&outermost.frame, outside.iter().map(|f| &f.frame));
+    if named != outermost.frame.function {
+        outermost.frame.function = named.into_owned();
+    }
 }
 
 /// `function` without its generic arguments: every `<…>` that follows a name
@@ -1515,6 +1531,27 @@ mod tests {
         frames[0] = raw("{closure#0}", Some("/home/u/app/src/main.rs"), 44);
         std_frames_without_location(&mut frames);
         assert_eq!(frames[0].origin, Origin::User);
+    }
+
+    #[test]
+    fn a_closure_a_thread_runs_is_named_after_the_function_its_state_names() {
+        let std = |f: &str, file: &str, line| raw(f, Some(&format!("{STD}/std/src/{file}")), line);
+        let frames = vec![
+            raw("{closure#0}", Some("/home/u/app/src/lib.rs"), 235),
+            std(
+                "__rust_begin_short_backtrace<app::{impl#4}::new::{closure_env#0}, ()>",
+                "sys/backtrace.rs",
+                152,
+            ),
+            std(
+                "{closure#0}<app::{impl#4}::new::{closure_env#0}, ()>",
+                "thread/mod.rs",
+                559,
+            ),
+            raw("start_thread", None, 0),
+        ];
+        let site = build(frames, Some("/home/u/app/"));
+        assert_eq!(site.to_string(), "{closure#0} in new (src/lib.rs:235)");
     }
 
     #[test]
