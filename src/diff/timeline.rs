@@ -162,19 +162,31 @@ impl Timeline {
     }
 
     /// When the growth detector follows one kind of checkpoint only: the sites that grew at every
-    /// step between checkpoints of the other kind (as [`growing`](Timeline::growing) finds them
-    /// over those), the last of those checkpoints, and the kind's name; `None` when none grew so.
-    /// Said when the kind followed finds nothing: a user trial's file, whose program leaked at
-    /// each of its 600 checkpoints while four of the clock's ticks rose and the last held, read
-    /// `none`, where the program's own timeline named the leak.
+    /// one of a whole window of steps (`GROWTH_WINDOW`) between checkpoints of the other kind,
+    /// and still hold that growth at the timeline's last step end, with the last of those
+    /// checkpoints and the kind's name; `None` when none did. Said when the kind followed finds
+    /// nothing: a user trial's file, whose program leaked at each of its 600 checkpoints while
+    /// four of the clock's ticks rose and the last held, read `none`, where the program's own
+    /// timeline named the leak. A shorter run of the other kind is a warm-up (a review: a
+    /// service's three start-up checkpoints, then a steady run of ticks), and growth freed since
+    /// is not growing.
     pub(crate) fn growing_by_the_other_kind(
         &self,
     ) -> Option<(&Snapshot, &'static str, Vec<Growth>)> {
         let ends = self.unbroken();
         let followed = steps_of(ends)?;
         let other: Vec<&Snapshot> = ends.iter().filter(|s| s.by_clock != followed).collect();
-        let growing = growing_at_every_step(&other);
-        let last = *other.last()?;
+        if other.len() <= GROWTH_WINDOW {
+            return None;
+        }
+        let (last, now) = (*other.last()?, ends.last()?);
+        let growing: Vec<Growth> = thread::untracked(|| {
+            let (then, now) = (live_by_site(last), live_by_site(now));
+            growing_at_every_step(&other)
+                .into_iter()
+                .filter(|g| now.get(&g.site) >= then.get(&g.site))
+                .collect()
+        });
         (!growing.is_empty()).then(|| (last, kind_of_checkpoints(!followed), growing))
     }
 

@@ -846,11 +846,34 @@ fn a_leak_the_clocks_steps_miss_is_named_from_the_programs_checkpoints() {
         [
             "growing at every step, between the clock's checkpoints (every=): none",
             "growing at every step between the program's checkpoints (last 5 steps, up to \
-             \"step 43\"):",
+             \"step 43\"; still held at the last checkpoint):",
             "         +40 B over 5 steps  leak (src/main.rs:7)  [(unknown)]",
         ],
         "{text}"
     );
+}
+
+#[test]
+fn a_programs_few_start_up_checkpoints_are_not_named_as_growth_the_clocks_steps_miss() {
+    // A review: a service checkpointed its start-up (start, loaded, ready), then left a steady
+    // run to the clock.
+    let mut points = vec![(10, false), (20, false), (30, false)];
+    points.extend((0..20).map(|_| (30, true)));
+    let (first, second) = growing_lines(&points);
+    assert_eq!(
+        first,
+        "growing at every step, between the clock's checkpoints (every=): none"
+    );
+    assert_eq!(second, "", "nothing more is named");
+}
+
+#[test]
+fn growth_between_the_programs_checkpoints_freed_since_is_not_named() {
+    // A review: the program's checkpoints rose, then all of it was freed under the clock's.
+    let mut points: Vec<(u64, bool)> = (1..=10).map(|b| (b, false)).collect();
+    points.extend((0..10).map(|_| (0, true)));
+    let (_, second) = growing_lines(&points);
+    assert_eq!(second, "", "nothing more is named");
 }
 
 #[test]

@@ -56,7 +56,8 @@ pub(crate) fn timeline_text(t: &Timeline, top: usize) -> String {
                 None => "the last of them".to_string(),
             };
             lines.push(format!(
-                "growing at every step between {kind} (last {} steps, up to {name}):",
+                "growing at every step between {kind} (last {} steps, up to {name}; still held \
+                 at the last checkpoint):",
                 growing[0].steps
             ));
             growth_rows(t, &growing, top, &mut lines);
