@@ -363,10 +363,11 @@ fn pack(config: &Config) -> u64 {
     mode | depth << 2 | mean << 9
 }
 
-/// The `seed=` given in `HEAPDELTA` (0 when none): every thread's sampler starts from a sequence
-/// of its own that this shifts, so that a run is repeatable and another seed draws another sample.
-/// A thread that starts while another reads the variable (before `main`, when a program has one
-/// thread) is seeded without it.
+/// The `seed=` given in `HEAPDELTA` (0 when none): the sampler of every thread with a slot of its
+/// own starts from a sequence of its own that this shifts, so that a run is repeatable and
+/// another seed draws another sample. A thread that starts while another reads the variable
+/// (before `main`, when a program has one thread) is seeded without it, and one on the shared
+/// slot (see `stats::shared_slot`) keeps the sequence it started with.
 pub(crate) fn sampling_seed() -> u64 {
     SEED.load(Ordering::Relaxed)
 }

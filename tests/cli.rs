@@ -162,6 +162,29 @@ fn show_says_why_a_snapshot_without_call_sites_lists_none() {
 }
 
 #[test]
+fn show_says_when_sampling_picked_none_of_a_snapshots_live_blocks() {
+    let dir = common::temp_dir("show_sampled_none_live");
+    let mut file = common::snapshot(4);
+    file["sampled_mean"] = (512 * 1024).into();
+    for site in file["sites"].as_array_mut().unwrap() {
+        site["free_blocks"] = site["alloc_blocks"].clone();
+        site["free_bytes"] = site["alloc_bytes"].clone();
+    }
+    let path = dir.join("sampled.json");
+    std::fs::write(&path, common::snapshot_file_of(file)).unwrap();
+    let run = heapdelta(["show", arg(&path)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "no sampled call site holds live bytes: sampling, about once per 512.0 KiB, picked \
+             none of the live blocks"
+        ),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
 fn show_top_counts_the_snapshots_sites_it_cuts() {
     let dir = demo("show_snapshot_top");
     let run = heapdelta(["show", arg(&dir.join("step4.json")), "--top", "1"]);

@@ -23,7 +23,10 @@ use crate::report::text::OneLine;
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Frame {
     /// The function's name, without the symbol hash (`model::compose`, `compose`, or
-    /// `<model::Model>::compose`, depending on the debug information available).
+    /// `<model::Model>::compose`, depending on the debug information available). A closure named
+    /// without its path (`{closure#0}`) that is a site's outermost frame, as the closure a thread
+    /// runs is, carries the function that wrote it when std's frames outward of it told:
+    /// `{closure#0} in new`.
     pub function: String,
     /// The source file: relative to its cargo project (the outermost directory above it holding
     /// a `Cargo.toml`), so that runs from any directory name it alike, with the project's

@@ -476,19 +476,23 @@ fn program_frames_of_merged_code(raw: &mut [RawFrame]) {
 /// names a function with its path (`app::summarize::{{closure}}`), which `origin` reads already.
 /// A frame with a file but line 0 tells no more: the file is the compiled function's, the
 /// program's (a cross-check against DHAT: `String::with_capacity` in a program's `churn` was
-/// counted at `try_allocate_in (src/bin/steps.rs)`). Outermost first, so a run of such frames
-/// goes to std.
+/// counted at `try_allocate_in (src/bin/steps.rs)`); but not a closure's body (`{closure#0}`),
+/// which is the program's. Outermost first, so a run of such frames goes to std.
 fn std_frames_without_location(raw: &mut [RawFrame]) {
     for i in (0..raw.len().saturating_sub(1)).rev() {
         let caller_is_std = raw[i + 1].origin == Origin::Std;
         let f = &mut raw[i];
         let name = &f.frame.function;
         let pathless = !name[..name.find('<').unwrap_or(name.len())].contains("::");
+        // A closure's or an async body's frame in the program's file is the program's, line 0 or
+        // not: std has no bodies of its own to inline with the program's file (a review).
+        let bare_body_of_the_programs = f.frame.file.is_some() && name.starts_with('{');
         if caller_is_std
             && f.inlined
             && matches!(f.frame.line, None | Some(0))
             && f.origin == Origin::User
             && pathless
+            && !bare_body_of_the_programs
         {
             f.origin = Origin::Std;
         }
@@ -764,7 +768,7 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
                 .cloned()
                 .collect();
             if let Some(outermost) = kept.last_mut() {
-                name_from_outside(outermost, &raw[last + 1..]);
+                name_from_outside(outermost, &raw[last + 1..], shorten);
             }
             (trimmed, kept)
         }
@@ -855,11 +859,24 @@ fn build_site(raw: Vec<RawFrame>, cut_at: Option<usize>, shorten: &dyn Fn(&str) 
 /// outward of it tell and the site will not keep: a closure a thread runs is called by std's
 /// thread start, whose frames carry its state (`__rust_begin_short_backtrace<app::{impl#4}::new::
 /// {closure_env#0}, …>`), and was shown bare (a user trial's worker, `{closure#0}
-/// (src/lib.rs:235)`; now `{closure#0} in new`). See `site::shown_name`.
-fn name_from_outside(outermost: &mut RawFrame, outside: &[RawFrame]) {
-    let named = shown_name(&outermost.frame, outside.iter().map(|f| &f.frame));
+/// (src/lib.rs:235)`; now `{closure#0} in new`). See `site::shown_name`, which tells std's
+/// frames by their shortened paths (`std/src/…`): the frames are given to it so.
+fn name_from_outside(
+    outermost: &mut RawFrame,
+    outside: &[RawFrame],
+    shorten: &dyn Fn(&str) -> String,
+) {
+    if !outermost.frame.function.starts_with('{') {
+        return;
+    }
+    let shortened = |f: &Frame| Frame {
+        file: f.file.as_deref().map(shorten),
+        ..f.clone()
+    };
+    let outside: Vec<Frame> = outside.iter().map(|f| shortened(&f.frame)).collect();
+    let named = shown_name(&shortened(&outermost.frame), &outside).into_owned();
     if named != outermost.frame.function {
-        outermost.frame.function = named.into_owned();
+        outermost.frame.function = named;
     }
 }
 
@@ -1525,6 +1542,14 @@ mod tests {
     }
 
     #[test]
+    fn a_closure_of_the_programs_at_line_0_inlined_into_std_stays_the_programs() {
+        let mut frames = to_string_inlined_without_a_location();
+        frames[0] = raw("{closure#0}", Some("/home/u/app/src/main.rs"), 0);
+        std_frames_without_location(&mut frames);
+        assert_eq!(frames[0].origin, Origin::User);
+    }
+
+    #[test]
     fn a_frame_of_the_programs_with_a_line_inlined_into_std_stays_the_programs() {
         // A closure of the program's inlined into std's iterator code.
         let mut frames = to_string_inlined_without_a_location();
@@ -1550,7 +1575,12 @@ mod tests {
             ),
             raw("start_thread", None, 0),
         ];
-        let site = build(frames, Some("/home/u/app/"));
+        let site = build(frames.clone(), Some("/home/u/app/"));
+        assert_eq!(site.to_string(), "{closure#0} in new (src/lib.rs:235)");
+        // Through a frame of std's that does not carry the state (a review).
+        let mut through = frames;
+        through.insert(1, std("call_once<()>", "ops/function.rs", 250));
+        let site = build(through, Some("/home/u/app/"));
         assert_eq!(site.to_string(), "{closure#0} in new (src/lib.rs:235)");
     }
 

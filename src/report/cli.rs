@@ -482,10 +482,14 @@ fn describe(s: &Snapshot, top: usize) -> String {
     out += &text::table_rows(["live bytes", "blocks", "allocs", "site"], rows);
     // An empty table says why (a user trial's `sites=off` snapshot showed only its header).
     if holding.is_empty() && t.total_blocks > 0 {
-        let why = if !s.sites_recorded() {
-            crate::report::folded::NO_SITE_RECORDED
-        } else {
-            "no call site holds live bytes"
+        let why = match (s.sites_recorded(), s.sampled_mean) {
+            (false, _) => crate::report::folded::NO_SITE_RECORDED.to_string(),
+            (true, Some(mean)) => format!(
+                "no sampled call site holds live bytes: sampling, about once per {}, picked \
+                 none of the live blocks",
+                bytes(mean)
+            ),
+            (true, None) => "no call site holds live bytes".to_string(),
         };
         let _ = writeln!(out, "{:>12}  ({why})", "");
     }
