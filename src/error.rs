@@ -15,7 +15,8 @@ use std::io;
 pub enum Error {
     /// The file could not be read or written.
     Io(io::Error),
-    /// The file is not a heapdelta file, or is truncated or malformed.
+    /// The file is not a heapdelta file, or is truncated or malformed: what is wrong (after the
+    /// file's path, when read by path).
     Format(String),
     /// The file was written by a newer heapdelta.
     Version {

@@ -385,6 +385,22 @@ fn a_missing_file_is_an_io_error() {
 }
 
 #[test]
+fn a_file_that_is_not_heapdeltas_is_named_in_the_error() {
+    let dir = common::temp_dir("not_heapdeltas");
+    let path = dir.join("Cargo.toml");
+    std::fs::write(&path, "[package]\nname = \"x\"\n").unwrap();
+    for msg in [
+        Snapshot::read_json(&path).unwrap_err().to_string(),
+        Timeline::read_json(&path).unwrap_err().to_string(),
+    ] {
+        assert!(
+            msg.starts_with(&format!("not a valid heapdelta file: {}: ", path.display())),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
 fn the_first_step_of_a_read_timeline_counts_its_allocations() {
     let t = demo_timeline();
     let first = &t.steps()[0];

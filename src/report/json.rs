@@ -890,10 +890,7 @@ impl Snapshot {
         let path = path.as_ref();
         crate::thread::untracked(|| {
             let file = std::fs::File::open(path).map_err(|e| crate::report::naming(path, e))?;
-            Snapshot::read_json_from(io::BufReader::new(file)).map_err(|e| match e {
-                Error::Io(e) => Error::Io(crate::report::naming(path, e)),
-                e => e,
-            })
+            Snapshot::read_json_from(io::BufReader::new(file)).map_err(|e| in_file(path, e))
         })
     }
 
@@ -910,6 +907,16 @@ impl Snapshot {
                 "this is a timeline file, not a snapshot".to_string(),
             )),
         }
+    }
+}
+
+/// `e`, an error reading the file `path`, naming it: a library user's message said what was
+/// wrong but not in which file (a user trial).
+fn in_file(path: &Path, e: Error) -> Error {
+    match e {
+        Error::Io(e) => Error::Io(crate::report::naming(path, e)),
+        Error::Format(msg) => Error::Format(format!("{}: {msg}", path.display())),
+        e => e,
     }
 }
 
@@ -970,10 +977,7 @@ impl Timeline {
         let path = path.as_ref();
         crate::thread::untracked(|| {
             let file = std::fs::File::open(path).map_err(|e| crate::report::naming(path, e))?;
-            Timeline::read_json_from(io::BufReader::new(file)).map_err(|e| match e {
-                Error::Io(e) => Error::Io(crate::report::naming(path, e)),
-                e => e,
-            })
+            Timeline::read_json_from(io::BufReader::new(file)).map_err(|e| in_file(path, e))
         })
     }
 
