@@ -223,6 +223,54 @@ fn store(path: &Path, bytes: &[u8]) -> io::Result<()> {
     }
 }
 
+/// Removes the temporaries of `path` (named `name`) that a process killed while writing one
+/// left beside it (`write_beside`'s `.NAME.PID-N.heapdelta-tmp`, of a process no longer
+/// running), once per path and process: a service killed by the out-of-memory killer during a
+/// rewrite of its report left a copy of it there at every such kill. Those of running processes,
+/// and any file the directory does not let us remove, stay.
+fn remove_left_temporaries(path: &Path, name: &std::ffi::OsStr) {
+    static DONE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut done = DONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if done.iter().any(|p| p == path) {
+            return;
+        }
+        done.push(path.to_path_buf());
+    }
+    let Some(name) = name.to_str() else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    let dir = directory_of(path);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|n| n.strip_suffix(".heapdelta-tmp"))
+            .and_then(|n| n.split_once('-'))
+            .filter(|(_, n)| n.parse::<u64>().is_ok())
+            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        if pid > 0 && pid != std::process::id() as libc::pid_t && !running(pid) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether a process `pid` exists (also when it is another user's).
+fn running(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 sends nothing; `kill` only checks that the process exists and may be
+    // signalled.
+    let found = unsafe { libc::kill(pid, 0) } == 0;
+    found || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 /// `write_file` for a file that must never be seen half written (the report `HEAPDELTA=rewrite=on`
 /// rewrites while the program runs): written beside `path` and renamed over it only, never in
 /// place. `Ok(false)`, having written nothing, when `path` cannot be replaced so: it is not a
@@ -360,7 +408,10 @@ fn write_beside(
         .map_or(Ok(()), |p| file.set_permissions(p))
         .and_then(|()| write_all_to(file, bytes));
     let renamed = match written {
-        Ok(()) => std::fs::rename(&temporary, path),
+        Ok(()) => {
+            remove_left_temporaries(path, name);
+            std::fs::rename(&temporary, path)
+        }
         Err(e) => {
             let _ = std::fs::remove_file(&temporary);
             return Err(e);
@@ -411,6 +462,27 @@ mod tests {
         assert!(write_file(&path, fail_after_writing_some).is_err());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "earlier");
         assert_eq!(names(dir.path()), ["report.json"]);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_write_removes_the_temporaries_of_processes_no_longer_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        // Above the largest process id Linux gives (2^22): never running.
+        let gone = ".report.json.999999999-3.heapdelta-tmp";
+        let running = format!(
+            ".report.json.{}-0.heapdelta-tmp",
+            std::os::unix::process::parent_id()
+        );
+        let other = ".other.json.999999999-0.heapdelta-tmp";
+        for name in [gone, &running, other] {
+            std::fs::write(dir.path().join(name), "left").unwrap();
+        }
+        write_file(&path, |w| w.write_all(b"new")).unwrap();
+        let mut expected = vec![other.to_string(), running, "report.json".to_string()];
+        expected.sort();
+        assert_eq!(names(dir.path()), expected);
     }
 
     #[test]
