@@ -144,43 +144,42 @@ fn show_adds_up_the_entries_of_one_site_without_overflow() {
     );
 }
 
-#[test]
-fn show_says_why_a_snapshot_without_call_sites_lists_none() {
-    let dir = common::temp_dir("show_no_sites");
-    let mut file = common::snapshot(4);
-    file["sites"] = serde_json::json!([]);
-    let path = dir.join("off.json");
+/// `heapdelta show`'s output for the snapshot `file` (see `common::snapshot`), written to a
+/// directory of its own, `name`.
+fn show_of(name: &str, file: serde_json::Value) -> String {
+    let path = common::temp_dir(name).join("snapshot.json");
     std::fs::write(&path, common::snapshot_file_of(file)).unwrap();
     let run = heapdelta(["show", arg(&path)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout
+}
+
+#[test]
+fn show_says_why_a_snapshot_without_call_sites_lists_none() {
+    let mut file = common::snapshot(4);
+    file["sites"] = serde_json::json!([]);
+    let out = show_of("show_no_sites", file);
     assert!(
-        run.stdout
-            .contains("no call site was recorded (the run had HEAPDELTA=sites=off"),
-        "{}",
-        run.stdout
+        out.contains("no call site was recorded (the run had HEAPDELTA=sites=off"),
+        "{out}"
     );
 }
 
 #[test]
 fn show_says_when_sampling_picked_none_of_a_snapshots_live_blocks() {
-    let dir = common::temp_dir("show_sampled_none_live");
     let mut file = common::snapshot(4);
     file["sampled_mean"] = (512 * 1024).into();
     for site in file["sites"].as_array_mut().unwrap() {
         site["free_blocks"] = site["alloc_blocks"].clone();
         site["free_bytes"] = site["alloc_bytes"].clone();
     }
-    let path = dir.join("sampled.json");
-    std::fs::write(&path, common::snapshot_file_of(file)).unwrap();
-    let run = heapdelta(["show", arg(&path)]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = show_of("show_sampled_none_live", file);
     assert!(
-        run.stdout.contains(
+        out.contains(
             "no sampled call site holds live bytes: sampling, about once per 512.0 KiB, picked \
              none of the live blocks"
         ),
-        "{}",
-        run.stdout
+        "{out}"
     );
 }
 

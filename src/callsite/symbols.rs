@@ -1542,20 +1542,15 @@ mod tests {
     }
 
     #[test]
-    fn a_closure_of_the_programs_at_line_0_inlined_into_std_stays_the_programs() {
-        let mut frames = to_string_inlined_without_a_location();
-        frames[0] = raw("{closure#0}", Some("/home/u/app/src/main.rs"), 0);
-        std_frames_without_location(&mut frames);
-        assert_eq!(frames[0].origin, Origin::User);
-    }
-
-    #[test]
-    fn a_frame_of_the_programs_with_a_line_inlined_into_std_stays_the_programs() {
-        // A closure of the program's inlined into std's iterator code.
-        let mut frames = to_string_inlined_without_a_location();
-        frames[0] = raw("{closure#0}", Some("/home/u/app/src/main.rs"), 44);
-        std_frames_without_location(&mut frames);
-        assert_eq!(frames[0].origin, Origin::User);
+    fn a_closure_of_the_programs_inlined_into_std_stays_the_programs_at_any_line() {
+        // A closure of the program's inlined into std's iterator code, in merged code at line 0
+        // too.
+        for line in [44, 0] {
+            let mut frames = to_string_inlined_without_a_location();
+            frames[0] = raw("{closure#0}", Some("/home/u/app/src/main.rs"), line);
+            std_frames_without_location(&mut frames);
+            assert_eq!(frames[0].origin, Origin::User, "line {line}");
+        }
     }
 
     #[test]
