@@ -147,7 +147,8 @@ fn show_adds_up_the_entries_of_one_site_without_overflow() {
 /// `heapdelta show`'s output for the snapshot `file` (see `common::snapshot`), written to a
 /// directory of its own, `name`.
 fn show_of(name: &str, file: serde_json::Value) -> String {
-    let path = common::temp_dir(name).join("snapshot.json");
+    let dir = common::temp_dir(name);
+    let path = dir.join("snapshot.json");
     std::fs::write(&path, common::snapshot_file_of(file)).unwrap();
     let run = heapdelta(["show", arg(&path)]);
     assert_eq!(run.code, 0, "{}", run.stderr);
