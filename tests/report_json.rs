@@ -385,6 +385,29 @@ fn a_missing_file_is_an_io_error() {
 }
 
 #[test]
+fn a_site_damaged_in_a_later_checkpoint_of_a_changes_only_timeline_is_refused() {
+    // Sites a checkpoint shares with the one before are checked once; one that changed is
+    // checked where it changed.
+    let t = Timeline::read_json_from(common::timeline_file().as_bytes()).unwrap();
+    let mut out = Vec::new();
+    t.write_json_to(&mut out).unwrap();
+    let mut v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let last = v["checkpoints"].as_array_mut().unwrap().last_mut().unwrap();
+    let changed = &mut last["sites"]["changed"][0];
+    changed["free_blocks"] = changed["alloc_blocks"]
+        .as_u64()
+        .unwrap()
+        .wrapping_add(1)
+        .into();
+    let e = Timeline::read_json_from(v.to_string().as_bytes()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("checkpoint 5 (\"step 4\"): inconsistent counters: site "),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_file_that_is_not_heapdeltas_is_named_in_the_error() {
     let dir = common::temp_dir("not_heapdeltas");
     let path = dir.join("Cargo.toml");

@@ -378,6 +378,15 @@ fn error_offset(text: &[u8], line: usize, column: usize) -> usize {
 /// it allocated, and the live figures are within the totals and the peak. A file that breaks this
 /// was edited or damaged, and its figures (differences of counters) would be nonsense.
 fn check_snapshot(s: &Snapshot) -> Result<(), String> {
+    check_snapshot_with(s, s.sites.iter())
+}
+
+/// `check_snapshot`, of the sites `sites` only (all of them, or those of a checkpoint that the
+/// one before it did not share).
+fn check_snapshot_with<'a>(
+    s: &Snapshot,
+    sites: impl Iterator<Item = &'a SiteCount>,
+) -> Result<(), String> {
     let t = &s.totals;
     if t.live_bytes > t.total_bytes || t.live_blocks > t.total_blocks {
         return Err(format!(
@@ -391,20 +400,18 @@ fn check_snapshot(s: &Snapshot) -> Result<(), String> {
             t.live_bytes, t.peak_bytes
         ));
     }
-    // (Name, counters, and the count of one block in them: sites count in `UNIT`s.)
+    let sites: Vec<&SiteCount> = sites.collect();
+    // (Name, counters, and the count of one block in them: sites count in `UNIT`s.) Named only
+    // when an error says it.
     let groups = s
         .classes
         .iter()
-        .map(|c| (format!("size class {} B", c.size), &c.counts, 1))
+        .map(|c| (Group::Class(c.size), &c.counts, 1))
+        .chain(s.tags.iter().map(|t| (Group::Tag(&t.tag), &t.counts, 1)))
         .chain(
-            s.tags
+            sites
                 .iter()
-                .map(|t| (format!("tag {:?}", t.tag), &t.counts, 1)),
-        )
-        .chain(
-            s.sites
-                .iter()
-                .map(|c| (format!("site {}", c.id), &c.counts, stats::UNIT)),
+                .map(|c| (Group::Site(c.id), &c.counts, stats::UNIT)),
         );
     for (name, c, unit) in groups {
         if c.free_blocks > c.alloc_blocks || c.free_bytes > c.alloc_bytes {
@@ -428,7 +435,7 @@ fn check_snapshot(s: &Snapshot) -> Result<(), String> {
     {
         return Err(format!("totals above {MAX_COUNT}"));
     }
-    for c in &s.sites {
+    for c in &sites {
         if c.young_free.0 > c.counts.free_blocks || c.young_free.1 > c.counts.free_bytes {
             return Err(format!(
                 "inconsistent counters: site {} has more young frees than frees",
@@ -444,8 +451,25 @@ fn check_snapshot(s: &Snapshot) -> Result<(), String> {
         check_pool(p)?;
     }
     repeated(s.tags.iter().map(|t| t.tag.as_str()), "tag")?;
-    repeated(s.sites.iter().map(|c| c.id), "site")?;
+    repeated(sites.iter().map(|c| c.id), "site")?;
     check_sums(s)
+}
+
+/// A group of counters a check names: a size class, a scope tag or a call site.
+enum Group<'a> {
+    Class(u64),
+    Tag(&'a str),
+    Site(SiteId),
+}
+
+impl fmt::Display for Group<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Group::Class(size) => write!(f, "size class {size} B"),
+            Group::Tag(tag) => write!(f, "tag {tag:?}"),
+            Group::Site(id) => write!(f, "site {id}"),
+        }
+    }
 }
 
 /// Allocations, bytes allocated, frees and bytes freed added up over `counts`, without overflow.
@@ -819,8 +843,17 @@ fn frame_table(sites: &[SiteEntry]) -> (Vec<&Frame>, Vec<SiteRow<'_>>) {
 /// `check_snapshot` for each checkpoint. (Their order is not checked: checkpoints taken by two
 /// threads at once can be recorded in either order, with counters read a moment apart.)
 fn check_timeline(checkpoints: &[Snapshot]) -> Result<(), String> {
+    let mut earlier: Option<&Snapshot> = None;
     for (i, s) in checkpoints.iter().enumerate() {
-        check_snapshot(s).map_err(|e| format!("{}: {e}", checkpoint_named(i, s)))?;
+        // A site in a chunk the checkpoint shares with the one before was checked there: a
+        // fuzzing run's file of 20,000 sites over 8,000 checkpoints, each listing what changed,
+        // took 22–34 s to read when every checkpoint checked every site.
+        let sites: Box<dyn Iterator<Item = &SiteCount>> = match earlier {
+            Some(e) => Box::new(s.sites.unshared_of(&e.sites)),
+            None => Box::new(s.sites.iter()),
+        };
+        check_snapshot_with(s, sites).map_err(|e| format!("{}: {e}", checkpoint_named(i, s)))?;
+        earlier = Some(s);
     }
     Ok(())
 }
