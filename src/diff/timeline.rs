@@ -6,7 +6,7 @@ use super::delta::Delta;
 use crate::callsite::{self, Site};
 use crate::checkpoint;
 use crate::error::Error;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{SiteCount, Snapshot};
 use crate::thread;
 /// A call site whose live bytes grew in most recent steps: the leak suspect, from
 /// [`Timeline::growing`] and [`Timeline::growing_in`].
@@ -583,17 +583,27 @@ pub(crate) fn not_kept_between(a: &Snapshot, b: &Snapshot) -> u32 {
 /// recursive function cut at different depths by the capture's frame limit is one site.
 pub(crate) fn live_by_site(s: &Snapshot) -> HashMap<Site, i64> {
     let mut m: HashMap<Site, i64> = HashMap::new();
-    let here = s.run == checkpoint::run_id();
+    let here = is_here(s);
     for c in &s.sites {
-        let site = match (&c.site, here) {
-            (Some(site), _) => site.leaf(),
-            (None, true) => callsite::resolve(c.id).leaf(),
-            (None, false) => Site::unknown(),
-        };
-        let live = m.entry(site).or_default();
+        let live = m.entry(leaf_of(c, here)).or_default();
         *live = live.saturating_add(c.counts.live_bytes() as i64);
     }
     m
+}
+
+/// Whether `s` was taken by this process, whose site ids `callsite::resolve` names.
+pub(crate) fn is_here(s: &Snapshot) -> bool {
+    s.run == checkpoint::run_id()
+}
+
+/// The site `c` counts, as reports name it (see `live_by_site`), of a snapshot taken by this
+/// process when `here`.
+pub(crate) fn leaf_of(c: &SiteCount, here: bool) -> Site {
+    match (&c.site, here) {
+        (Some(site), _) => site.leaf(),
+        (None, true) => callsite::resolve(c.id).leaf(),
+        (None, false) => Site::unknown(),
+    }
 }
 
 #[cfg(test)]

@@ -9,9 +9,12 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
+use std::collections::HashMap;
+
 use crate::callsite::Site;
-use crate::diff::{live_by_site, not_kept_between, Timeline};
+use crate::diff::{is_here, leaf_of, live_by_site, not_kept_between, Timeline};
 use crate::report::text::{count, estimates_note, OneLine};
+use crate::snapshot::{SiteCount, Snapshot};
 
 /// Height of the chart, above the legend.
 const CHART_HEIGHT: u32 = 560;
@@ -211,13 +214,13 @@ fn series(t: &Timeline) -> Vec<Series> {
             site: false,
         });
     }
-    let per_step: Vec<_> = cps.iter().map(live_by_site).collect();
     // Sites are picked by their growth up to the last step's end: a final `exit` snapshot, taken
     // once the program has dropped its data, is drawn but does not hide what grew.
     let last_step = t.step_ends().len().saturating_sub(1);
-    let (Some(first), Some(last)) = (per_step.first(), per_step.get(last_step)) else {
+    let (Some(first), Some(last)) = (cps.first(), cps.get(last_step)) else {
         return out;
     };
+    let (first, last) = (live_by_site(first), live_by_site(last));
     let mut growing: Vec<(&Site, i64)> = last
         .iter()
         .map(|(site, &end)| {
@@ -231,16 +234,51 @@ fn series(t: &Timeline) -> Vec<Series> {
     // growth alone, one-off table resizes crowded a small steady leak out (a user trial).
     let leaking: Vec<Site> = t.growing().into_iter().map(|g| g.site).collect();
     growing.sort_by_key(|(site, _)| !leaking.contains(site));
-    for ((site, _), colour) in growing.into_iter().zip(SITE_COLOURS) {
+    let drawn: Vec<&Site> = growing
+        .into_iter()
+        .take(SITE_COLOURS.len())
+        .map(|(site, _)| site)
+        .collect();
+    for ((site, points), colour) in drawn.iter().zip(live_of(cps, &drawn)).zip(SITE_COLOURS) {
         out.push(Series {
             name: legend_name(site),
             colour,
-            points: per_step
-                .iter()
-                .map(|m| m.get(site).copied().unwrap_or(0).max(0) as u64)
-                .collect(),
+            points: points.into_iter().map(|b| b.max(0) as u64).collect(),
             site: true,
         });
+    }
+    out
+}
+
+/// The live bytes of each of `sites` at each checkpoint of `cps`, added up chunk by chunk: a
+/// chunk of site counters that checkpoints share is added up once (a fuzzing run's timeline of
+/// 5,000 sites over 2,000 checkpoints took 2.3 GB to plot when every checkpoint's sites were
+/// mapped whole, for the five drawn).
+fn live_of(cps: &[Snapshot], sites: &[&Site]) -> Vec<Vec<i64>> {
+    let mut per_chunk: HashMap<(*const SiteCount, bool), Vec<i64>> = HashMap::new();
+    let mut out = vec![Vec::with_capacity(cps.len()); sites.len()];
+    for c in cps {
+        let here = is_here(c);
+        let mut sums = vec![0i64; sites.len()];
+        for chunk in c.sites.chunks() {
+            let key = (chunk.as_ptr(), here);
+            let of_chunk = per_chunk.entry(key).or_insert_with(|| {
+                let mut v = vec![0i64; sites.len()];
+                for s in chunk.iter() {
+                    let leaf = leaf_of(s, here);
+                    if let Some(i) = sites.iter().position(|&site| *site == leaf) {
+                        v[i] = v[i].saturating_add(s.counts.live_bytes() as i64);
+                    }
+                }
+                v
+            });
+            for (sum, add) in sums.iter_mut().zip(of_chunk.iter()) {
+                *sum = sum.saturating_add(*add);
+            }
+        }
+        for (points, sum) in out.iter_mut().zip(sums) {
+            points.push(sum);
+        }
     }
     out
 }
