@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::delta::Delta;
-use crate::callsite::{self, Site};
+use crate::callsite::{self, Site, SiteId};
 use crate::checkpoint;
 use crate::error::Error;
 use crate::snapshot::{SiteCount, Snapshot};
@@ -489,18 +489,41 @@ fn growing_over(ends: &[&Snapshot], k: usize, n: usize) -> Vec<Growth> {
     }
     let window = &ends[ends.len() - n - 1..];
     thread::untracked(|| {
-        let series: Vec<HashMap<Site, i64>> = window.iter().map(|s| live_by_site(s)).collect();
-        let last = &series[series.len() - 1];
+        let (first, last) = (live_by_site(window[0]), live_by_site(window[n]));
+        // In how many steps each site's live bytes rose, from the sites each step may have
+        // changed only (those the two checkpoints do not share a chunk of): a fuzzing run's
+        // `growing_in(1, usize::MAX)` over 2,000 checkpoints of 5,000 sites took 2.3 GB when every
+        // checkpoint's sites were mapped whole.
+        let mut leaves: HashMap<(SiteId, u64), Site> = HashMap::new();
+        let mut rises: HashMap<Site, usize> = HashMap::new();
+        for pair in window.windows(2) {
+            let (before, after) = (pair[0], pair[1]);
+            let mut change: HashMap<Site, i64> = HashMap::new();
+            for (id, old, new) in after.sites.unshared_with(&before.sites) {
+                for (c, s, sign) in [(old, before, -1), (new, after, 1)] {
+                    let Some(c) = c else { continue };
+                    let leaf = leaves
+                        .entry((id, s.run))
+                        .or_insert_with(|| leaf_of(c, is_here(s)));
+                    let live = change.entry(leaf.clone()).or_default();
+                    *live = live.saturating_add(sign * c.counts.live_bytes() as i64);
+                }
+            }
+            for (site, change) in change {
+                if change > 0 {
+                    *rises.entry(site).or_default() += 1;
+                }
+            }
+        }
         let mut out: Vec<Growth> = last
             .iter()
             .filter_map(|(site, &end)| {
-                let at = |i: usize| series[i].get(site).copied().unwrap_or(0);
-                let grown = (1..series.len()).filter(|&i| at(i) > at(i - 1)).count();
+                let grown = rises.get(site).copied().unwrap_or(0);
                 (grown >= k).then(|| Growth {
                     site: site.clone(),
                     steps_grown: grown,
                     steps: n,
-                    live_bytes: end.saturating_sub(at(0)),
+                    live_bytes: end.saturating_sub(first.get(site).copied().unwrap_or(0)),
                 })
             })
             .collect();
@@ -610,6 +633,118 @@ pub(crate) fn leaf_of(c: &SiteCount, here: bool) -> Site {
 mod tests {
     use super::*;
     use crate::snapshot::{SiteCount, SiteList};
+    use crate::stats::Counts;
+
+    /// `growing_over` with every checkpoint's sites mapped whole, as it was first written.
+    fn growing_over_whole(ends: &[&Snapshot], k: usize, n: usize) -> Vec<Growth> {
+        let n = n.min(ends.len().saturating_sub(1));
+        if n == 0 || k == 0 || k > n {
+            return Vec::new();
+        }
+        let series: Vec<HashMap<Site, i64>> = ends[ends.len() - n - 1..]
+            .iter()
+            .map(|s| live_by_site(s))
+            .collect();
+        let at = |i: usize, site: &Site| series[i].get(site).copied().unwrap_or(0);
+        let mut out: Vec<Growth> = series[n]
+            .keys()
+            .filter_map(|site| {
+                let grown = (1..=n).filter(|&i| at(i, site) > at(i - 1, site)).count();
+                (grown >= k).then(|| Growth {
+                    site: site.clone(),
+                    steps_grown: grown,
+                    steps: n,
+                    live_bytes: at(n, site) - at(0, site),
+                })
+            })
+            .collect();
+        out.sort_by_cached_key(|g| {
+            (
+                std::cmp::Reverse((g.steps_grown, g.live_bytes)),
+                g.site.to_string(),
+                g.site.type_name().to_string(),
+            )
+        });
+        out
+    }
+
+    #[test]
+    fn growth_counted_over_the_sites_each_step_changed_is_growth_counted_over_all() {
+        // 40 sites in three chunks, two ids of each of ten functions (one site as reports name
+        // it), over 12 checkpoints: the sites of the middle chunk change rarely, so that a file's
+        // checkpoints share it.
+        let sites: Vec<Site> = (0..40)
+            .map(|i| {
+                Site::new(vec![crate::callsite::Frame {
+                    function: format!("f{}", i % 30),
+                    file: Some("src/main.rs".to_string()),
+                    line: Some(i % 30),
+                }])
+            })
+            .collect();
+        let mut counts = vec![(0u64, 0u64); 40];
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % m
+        };
+        let checkpoints = (0..12)
+            .map(|epoch| {
+                for (i, (allocs, frees)) in counts.iter_mut().enumerate() {
+                    // Ids 16 to 31, the second chunk.
+                    let rarely = (15..31).contains(&i);
+                    if next(if rarely { 64 } else { 2 }) == 0 {
+                        *allocs += next(3);
+                        *frees += next(3).min(*allocs - *frees);
+                    }
+                }
+                let mut s = Snapshot::zero();
+                s.epoch = epoch;
+                s.checkpoint = true;
+                s.label = Some(format!("step {epoch}"));
+                s.sites = SiteList::new(
+                    counts
+                        .iter()
+                        .zip(&sites)
+                        .zip(1..)
+                        .map(|(((allocs, frees), site), id)| SiteCount {
+                            id,
+                            site: Some(site.clone()),
+                            counts: Counts {
+                                alloc_blocks: *allocs,
+                                alloc_bytes: 8 * allocs,
+                                free_blocks: *frees,
+                                free_bytes: 8 * frees,
+                            },
+                            young_free: (0, 0),
+                        })
+                        .collect(),
+                );
+                s
+            })
+            .collect();
+        // Through a file, whose checkpoints share the chunks that did not change.
+        let mut file = Vec::new();
+        Timeline::new(checkpoints).write_json_to(&mut file).unwrap();
+        let t = Timeline::read_json_from(&file[..]).unwrap();
+        let ends = t.unbroken_step_ends();
+        let shared: usize = ends
+            .windows(2)
+            .map(|w| w[1].sites.shared_chunks(&w[0].sites))
+            .sum();
+        assert!(shared > 0, "no chunk shared");
+        for n in 1..=11 {
+            for k in 1..=n {
+                assert_eq!(
+                    growing_over(&ends, k, n),
+                    growing_over_whole(&ends, k, n),
+                    "k {k}, n {n}"
+                );
+            }
+        }
+    }
 
     /// Checkpoint `epoch` of another run, labelled `step {epoch}`, with `blocks` live blocks at
     /// one site.

@@ -116,6 +116,7 @@ impl SiteList {
     }
 
     /// The chunks of the list, by id: a chunk several lists share is the same `Arc` in each.
+    #[cfg(feature = "plot")]
     pub fn chunks(&self) -> impl Iterator<Item = &Arc<[SiteCount]>> + '_ {
         self.chunks.iter()
     }
