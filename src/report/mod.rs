@@ -223,44 +223,55 @@ fn store(path: &Path, bytes: &[u8]) -> io::Result<()> {
     }
 }
 
-/// Removes the temporaries of `path` (named `name`) that a process killed while writing one
-/// left beside it (`write_beside`'s `.NAME.PID-N.heapdelta-tmp`, of a process no longer
-/// running), once per path and process: a service killed by the out-of-memory killer during a
-/// rewrite of its report left a copy of it there at every such kill. Those of running processes,
-/// and any file the directory does not let us remove, stay.
-fn remove_left_temporaries(path: &Path, name: &std::ffi::OsStr) {
+/// Removes the temporaries that processes killed while writing a file left in the directory of
+/// `path` (`write_beside`'s `.NAME.PID-N.heapdelta-tmp`), once per directory and process: a
+/// service killed by the out-of-memory killer during a rewrite of its report left a copy of it
+/// there at every such kill. Only regular files untouched for `LEFT_FOR` (a writer's temporary is
+/// written at once, so one that old is no writer's, whatever process ids another namespace or
+/// host sees), of a process not running here or of this one's id (a container's program restarted
+/// as the same pid 1).
+fn remove_left_temporaries(path: &Path) {
+    const LEFT_FOR: std::time::Duration = std::time::Duration::from_secs(600);
     static DONE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let dir = directory_of(path);
     {
         let mut done = DONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if done.iter().any(|p| p == path) {
+        if done.iter().any(|d| d == dir) {
             return;
         }
-        done.push(path.to_path_buf());
+        done.push(dir.to_path_buf());
     }
-    let Some(name) = name.to_str() else {
-        return;
-    };
-    let prefix = format!(".{name}.");
-    let dir = directory_of(path);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
+    let me = std::process::id() as libc::pid_t;
     for entry in entries.flatten() {
         let file_name = entry.file_name();
-        let Some(pid) = file_name
-            .to_str()
-            .and_then(|n| n.strip_prefix(&prefix))
-            .and_then(|n| n.strip_suffix(".heapdelta-tmp"))
-            .and_then(|n| n.split_once('-'))
-            .filter(|(_, n)| n.parse::<u64>().is_ok())
-            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
-        else {
+        let Some(pid) = file_name.to_str().and_then(temporary_of) else {
             continue;
         };
-        if pid > 0 && pid != std::process::id() as libc::pid_t && !running(pid) {
+        let left = entry.metadata().is_ok_and(|m| {
+            m.is_file()
+                && m.modified()
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age >= LEFT_FOR)
+        });
+        if left && (pid == me || !running(pid)) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// The process id in the name of a temporary `write_beside` makes, `.NAME.PID-N.heapdelta-tmp`.
+fn temporary_of(name: &str) -> Option<libc::pid_t> {
+    let (_, tail) = name
+        .strip_prefix('.')?
+        .strip_suffix(".heapdelta-tmp")?
+        .rsplit_once('.')?;
+    let (pid, n) = tail.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok().filter(|&pid| pid > 0)
 }
 
 /// Whether a process `pid` exists (also when it is another user's).
@@ -409,7 +420,7 @@ fn write_beside(
         .and_then(|()| write_all_to(file, bytes));
     let renamed = match written {
         Ok(()) => {
-            remove_left_temporaries(path, name);
+            remove_left_temporaries(path);
             std::fs::rename(&temporary, path)
         }
         Err(e) => {
@@ -421,9 +432,10 @@ fn write_beside(
         Ok(()) => Ok(true),
         Err(e) => {
             let _ = std::fs::remove_file(&temporary);
-            // A sticky directory lets us write the file but not replace it.
+            // A sticky directory lets us write the file but not replace it; a temporary that
+            // another process removed meanwhile is not written either.
             match e.kind() {
-                io::ErrorKind::PermissionDenied => Ok(false),
+                io::ErrorKind::PermissionDenied | io::ErrorKind::NotFound => Ok(false),
                 _ => Err(e),
             }
         }
@@ -466,23 +478,36 @@ mod tests {
 
     #[test]
     #[cfg(target_os = "linux")]
-    fn a_write_removes_the_temporaries_of_processes_no_longer_running() {
+    fn a_write_removes_the_temporaries_left_by_processes_no_longer_running() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("report.json");
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
         // Above the largest process id Linux gives (2^22): never running.
-        let gone = ".report.json.999999999-3.heapdelta-tmp";
+        let files = [
+            (".report.json.999999999-3.heapdelta-tmp", true, false),
+            (".other.json.999999999-0.heapdelta-tmp", true, false),
+            // Written just now: a writer's, whose process this one may not see.
+            (".report.json.999999998-0.heapdelta-tmp", false, true),
+            (".report.json.tmp", true, true),
+        ];
         let running = format!(
             ".report.json.{}-0.heapdelta-tmp",
             std::os::unix::process::parent_id()
         );
-        let other = ".other.json.999999999-0.heapdelta-tmp";
-        for name in [gone, &running, other] {
-            std::fs::write(dir.path().join(name), "left").unwrap();
+        for (name, old, _) in files.iter().chain([&(running.as_str(), true, true)]) {
+            let file = std::fs::File::create(dir.path().join(name)).unwrap();
+            if *old {
+                file.set_modified(hour_ago).unwrap();
+            }
         }
-        write_file(&path, |w| w.write_all(b"new")).unwrap();
-        let mut expected = vec![other.to_string(), running, "report.json".to_string()];
-        expected.sort();
-        assert_eq!(names(dir.path()), expected);
+        write_file(&dir.path().join("report.json"), |w| w.write_all(b"new")).unwrap();
+        let mut kept: Vec<String> = files
+            .iter()
+            .filter(|(_, _, kept)| *kept)
+            .map(|(name, _, _)| name.to_string())
+            .chain([running, "report.json".to_string()])
+            .collect();
+        kept.sort();
+        assert_eq!(names(dir.path()), kept);
     }
 
     #[test]
