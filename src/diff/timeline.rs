@@ -527,17 +527,21 @@ fn growing_over(ends: &[&Snapshot], k: usize, n: usize) -> Vec<Growth> {
                 })
             })
             .collect();
-        // Ties in the order sites are listed everywhere else, so that every run, and every
-        // call, lists them alike.
-        out.sort_by_cached_key(|g| {
-            (
-                std::cmp::Reverse((g.steps_grown, g.live_bytes)),
-                g.site.to_string(),
-                g.site.type_name().to_string(),
-            )
-        });
+        sort_growth(&mut out);
         out
     })
+}
+
+/// Sorts sites by the steps they grew in and then their growth, ties in the order sites are
+/// listed everywhere else, so that every run, and every call, lists them alike.
+fn sort_growth(growth: &mut [Growth]) {
+    growth.sort_by_cached_key(|g| {
+        (
+            std::cmp::Reverse((g.steps_grown, g.live_bytes)),
+            g.site.to_string(),
+            g.site.type_name().to_string(),
+        )
+    });
 }
 
 /// The name of the checkpoints the clock took (`by_clock`), or the program's, as the detector's
@@ -658,13 +662,7 @@ mod tests {
                 })
             })
             .collect();
-        out.sort_by_cached_key(|g| {
-            (
-                std::cmp::Reverse((g.steps_grown, g.live_bytes)),
-                g.site.to_string(),
-                g.site.type_name().to_string(),
-            )
-        });
+        sort_growth(&mut out);
         out
     }
 
