@@ -8,5 +8,5 @@ pub(crate) use delta::sort_sites;
 pub use delta::{ClassDelta, Delta, SiteDelta, Survivors, TagDelta, TypeDelta};
 pub(crate) use timeline::GROWTH_WINDOW;
 #[cfg(feature = "plot")]
-pub(crate) use timeline::{is_here, leaf_of, live_by_site, not_kept_between};
+pub(crate) use timeline::{live_by_site, live_change, not_kept_between, Leaves};
 pub use timeline::{Growth, Timeline};

@@ -491,25 +491,13 @@ fn growing_over(ends: &[&Snapshot], k: usize, n: usize) -> Vec<Growth> {
     thread::untracked(|| {
         let (first, last) = (live_by_site(window[0]), live_by_site(window[n]));
         // In how many steps each site's live bytes rose, from the sites each step may have
-        // changed only (those the two checkpoints do not share a chunk of): a fuzzing run's
-        // `growing_in(1, usize::MAX)` over 2,000 checkpoints of 5,000 sites took 2.3 GB when every
-        // checkpoint's sites were mapped whole.
-        let mut leaves: HashMap<(SiteId, u64), Site> = HashMap::new();
+        // changed only (see `live_change`): a fuzzing run's `growing_in(1, usize::MAX)` over
+        // 2,000 checkpoints of 5,000 sites took 2.3 GB when every checkpoint's sites were mapped
+        // whole.
+        let mut leaves = Leaves::new();
         let mut rises: HashMap<Site, usize> = HashMap::new();
         for pair in window.windows(2) {
-            let (before, after) = (pair[0], pair[1]);
-            let mut change: HashMap<Site, i64> = HashMap::new();
-            for (id, old, new) in after.sites.unshared_with(&before.sites) {
-                for (c, s, sign) in [(old, before, -1), (new, after, 1)] {
-                    let Some(c) = c else { continue };
-                    let leaf = leaves
-                        .entry((id, s.run))
-                        .or_insert_with(|| leaf_of(c, is_here(s)));
-                    let live = change.entry(leaf.clone()).or_default();
-                    *live = live.saturating_add(sign * c.counts.live_bytes() as i64);
-                }
-            }
-            for (site, change) in change {
+            for (site, change) in live_change(pair[0], pair[1], &mut leaves) {
                 if change > 0 {
                     *rises.entry(site).or_default() += 1;
                 }
@@ -618,14 +606,40 @@ pub(crate) fn live_by_site(s: &Snapshot) -> HashMap<Site, i64> {
     m
 }
 
+/// The site, as reports name it, of each call-site id of a run (see `live_change`).
+pub(crate) type Leaves = HashMap<(SiteId, u64), Site>;
+
+/// The change of each site's live bytes from `before` to `after` (sites told apart as
+/// `live_by_site` tells them), from the sites whose counters may differ: those the two do not hold
+/// in a shared chunk, so that a long timeline costs what changed in it, not its checkpoints times
+/// its sites. `leaves` keeps each id's site from one call to the next.
+pub(crate) fn live_change(
+    before: &Snapshot,
+    after: &Snapshot,
+    leaves: &mut Leaves,
+) -> HashMap<Site, i64> {
+    let mut change: HashMap<Site, i64> = HashMap::new();
+    for (id, old, new) in after.sites.unshared_with(&before.sites) {
+        for (c, s, sign) in [(old, before, -1), (new, after, 1)] {
+            let Some(c) = c else { continue };
+            let leaf = leaves
+                .entry((id, s.run))
+                .or_insert_with(|| leaf_of(c, is_here(s)));
+            let live = change.entry(leaf.clone()).or_default();
+            *live = live.saturating_add(sign * c.counts.live_bytes() as i64);
+        }
+    }
+    change
+}
+
 /// Whether `s` was taken by this process, whose site ids `callsite::resolve` names.
-pub(crate) fn is_here(s: &Snapshot) -> bool {
+fn is_here(s: &Snapshot) -> bool {
     s.run == checkpoint::run_id()
 }
 
 /// The site `c` counts, as reports name it (see `live_by_site`), of a snapshot taken by this
 /// process when `here`.
-pub(crate) fn leaf_of(c: &SiteCount, here: bool) -> Site {
+fn leaf_of(c: &SiteCount, here: bool) -> Site {
     match (&c.site, here) {
         (Some(site), _) => site.leaf(),
         (None, true) => callsite::resolve(c.id).leaf(),

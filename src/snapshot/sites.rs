@@ -104,23 +104,6 @@ impl SiteList {
         out
     }
 
-    /// This list's sites that are not in a chunk it shares with `earlier`, by id: those whose
-    /// entries may differ from `earlier`'s, or that `earlier` lacks.
-    pub fn unshared_of<'a>(&'a self, earlier: &'a SiteList) -> impl Iterator<Item = &'a SiteCount> {
-        by_chunk(&earlier.chunks, &self.chunks)
-            .filter_map(|(x, y)| match (x, y) {
-                (Some(x), Some(y)) if Arc::ptr_eq(x, y) => None,
-                (_, y) => y,
-            })
-            .flat_map(|c| c.iter())
-    }
-
-    /// The chunks of the list, by id: a chunk several lists share is the same `Arc` in each.
-    #[cfg(feature = "plot")]
-    pub fn chunks(&self) -> impl Iterator<Item = &Arc<[SiteCount]>> + '_ {
-        self.chunks.iter()
-    }
-
     /// The list with each chunk replaced by what `f` makes of it (`None`: the chunk as it is). A
     /// chunk that several lists share is mapped once for all calls given the same `memo` and
     /// `flag`, and the lists made share its replacement.
